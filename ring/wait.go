@@ -1,0 +1,136 @@
+package ring
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// ErrTimeout is returned by Wait when its deadline passes first.
+var ErrTimeout = errors.New("ring: wait timed out")
+
+// The waiting ladder: spin, then yield the thread, then park. Spinning is
+// brief because this machine may have fewer cores than busy threads.
+const (
+	spinIters  = 64
+	yieldIters = 16
+	// parkSlice bounds one futex sleep, so a deadline is noticed even if no
+	// wake-up comes (a dead peer process).
+	parkSlice = 50 * time.Millisecond
+)
+
+// Wait blocks until a frame is published past the read position, the
+// deadline passes (ErrTimeout; a zero deadline never passes), or the ring is
+// found corrupt.
+func (rd *Reader) Wait(deadline time.Time) error {
+	ready := func() bool { return rd.pos != rd.cachedProd || rd.refresh() || rd.err != nil }
+	if err := ladder(ready, rd.r.consParked, rd.r.prodPos, func() uint64 { return rd.pos }, deadline); err != nil {
+		return err
+	}
+	return rd.err
+}
+
+// Wait blocks until a DATA frame of n payload bytes fits, or the deadline
+// passes (ErrTimeout; a zero deadline never passes). It flushes first: a
+// writer never sleeps on frames its reader cannot see.
+func (w *Writer) Wait(n int, deadline time.Time) error {
+	w.Flush()
+	size := frameSize(uint64(n))
+	ready := func() bool {
+		tail := w.r.capacity - w.pos&w.r.mask
+		if size > tail {
+			return w.room(tail+size, w.r.reserve)
+		}
+		return w.room(size, w.r.reserve)
+	}
+	return ladder(ready, w.r.prodParked, w.r.consPos, func() uint64 { return w.cachedCons }, deadline)
+}
+
+// ladder waits for ready: spin, yield, then park on the futex word of the
+// other side's position, announcing the sleep in parked.
+func ladder(ready func() bool, parked *atomic.Uint32, other *atomic.Uint64, seen func() uint64, deadline time.Time) error {
+	for range spinIters {
+		if ready() {
+			return nil
+		}
+		cpuRelax()
+	}
+	for range yieldIters {
+		if ready() {
+			return nil
+		}
+		runtime.Gosched()
+	}
+	for {
+		parked.Store(1)
+		// NB: ready reloads the other side's position after the store above;
+		// see "Waiting" in the package doc for why no wake-up is lost.
+		if ready() {
+			parked.Store(0)
+			return nil
+		}
+		slice := parkSlice
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				parked.Store(0)
+				return ErrTimeout
+			}
+			slice = min(slice, left)
+		}
+		futexWait(other, uint32(seen()), slice)
+	}
+}
+
+// wake wakes the other side: through its Waker if it has one, else through
+// the futex on the position word it sleeps on.
+func wake(w Waker, word *atomic.Uint64) {
+	if w != nil {
+		w.Wake()
+		return
+	}
+	futexWake(word)
+}
+
+// PrepareToPark announces that the reader is about to sleep until the writer
+// publishes, and reports whether it may: false means a frame is already
+// there (or the ring is broken) and the announcement was withdrawn. A
+// scheduler sleeping on many rings calls it on each, then sleeps until a
+// Waker fires; it calls Unpark when it wakes.
+func (rd *Reader) PrepareToPark() bool {
+	if rd.pos != rd.cachedProd || rd.err != nil {
+		return false
+	}
+	rd.publish()
+	rd.r.consParked.Store(1)
+	if rd.refresh() || rd.err != nil {
+		rd.r.consParked.Store(0)
+		return false
+	}
+	return true
+}
+
+// Unpark withdraws a PrepareToPark announcement.
+func (rd *Reader) Unpark() { rd.r.consParked.Store(0) }
+
+// PrepareToPark announces that the writer is about to sleep until a DATA
+// frame of n payload bytes fits, and reports whether it may: false means the
+// room is already there. It flushes first.
+func (w *Writer) PrepareToPark(n int) bool {
+	w.Flush()
+	w.r.prodParked.Store(1)
+	size := frameSize(uint64(n))
+	tail := w.r.capacity - w.pos&w.r.mask
+	if size > tail {
+		size += tail
+	}
+	if w.room(size, w.r.reserve) {
+		w.r.prodParked.Store(0)
+		return false
+	}
+	return true
+}
+
+// Unpark withdraws a PrepareToPark announcement.
+func (w *Writer) Unpark() { w.r.prodParked.Store(0) }

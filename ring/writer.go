@@ -1,0 +1,178 @@
+package ring
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/ringflow/ringflow/internal/invariants"
+)
+
+// Writer is the producing side of a ring. Frames it writes become visible to
+// the reader only at the next Flush, which publishes them all with one atomic
+// store.
+type Writer struct {
+	r          *Ring
+	pos        uint64 // end of the frames written so far (published or not)
+	published  uint64 // last producer position stored into the header
+	cachedCons uint64 // consumer position as last loaded
+	resv       uint64 // start of the open reservation
+	resvLen    uint64 // payload bytes reserved; 0 when none is open
+}
+
+// MaxPayload returns the largest DATA payload a frame can carry in this ring.
+func (w *Writer) MaxPayload() int {
+	// A frame may need a pad of up to its own size in front of it.
+	return int((w.r.capacity-w.r.reserve)/2) - frameHeaderSize
+}
+
+// room reports whether need more bytes fit while keep bytes stay free,
+// reloading the consumer position only when the cached one says no.
+func (w *Writer) room(need, keep uint64) bool {
+	if w.pos+need+keep-w.cachedCons <= w.r.capacity {
+		return true
+	}
+	w.cachedCons = w.r.consPos.Load()
+	if invariants.Enabled && (w.cachedCons > w.pos || w.cachedCons%8 != 0) {
+		panic(invariants.Failf("ring: consumer position %d beyond producer %d", w.cachedCons, w.pos))
+	}
+	return w.pos+need+keep-w.cachedCons <= w.r.capacity
+}
+
+// place makes room for a frame of size bytes outside the last keep bytes of
+// free space, padding the tail of the data region if the frame would cross
+// the wrap. It returns the index the frame starts at, or false.
+func (w *Writer) place(size, keep uint64) (uint64, bool) {
+	idx := w.pos & w.r.mask
+	tail := w.r.capacity - idx
+	if size <= tail {
+		return idx, w.room(size, keep)
+	}
+	if !w.room(tail+size, keep) {
+		return 0, false
+	}
+	*(*uint64)(w.r.at(idx)) = header(uint32(tail-frameHeaderSize), FramePad, 0)
+	w.pos += tail
+	return 0, true
+}
+
+// Reserve opens a DATA frame with room for n payload bytes and returns that
+// room, in ring memory, for the caller to write records into. It returns nil
+// if the ring has no room now (see Wait). Commit closes the frame. n must not
+// exceed MaxPayload.
+func (w *Writer) Reserve(n int) []byte {
+	if w.resvLen != 0 {
+		panic("ring: Reserve with a reservation still open")
+	}
+	if n <= 0 || n > w.MaxPayload() {
+		panic(fmt.Sprintf("ring: Reserve(%d) outside [1, MaxPayload %d]", n, w.MaxPayload()))
+	}
+	idx, ok := w.place(frameSize(uint64(n)), w.r.reserve)
+	if !ok {
+		return nil
+	}
+	w.resv, w.resvLen = w.pos, uint64(n)
+	return w.r.slice(idx+frameHeaderSize, uint64(n))
+}
+
+// ReservePointer is Reserve for callers that write records through unsafe
+// pointers: it returns the address of the reserved payload, or nil.
+func (w *Writer) ReservePointer(n int) unsafe.Pointer {
+	b := w.Reserve(n)
+	if b == nil {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(b))
+}
+
+// Commit closes the open reservation as a DATA frame of n payload bytes
+// holding count records. n may be less than was reserved.
+func (w *Writer) Commit(n, count int) {
+	if w.resvLen == 0 || uint64(n) > w.resvLen || n < 0 || count < 0 || count > MaxCount {
+		panic(fmt.Sprintf("ring: Commit(%d bytes, %d records) of a %d-byte reservation", n, count, w.resvLen))
+	}
+	*(*uint64)(w.r.at(w.resv & w.r.mask)) = header(uint32(n), FrameData, uint32(count))
+	w.pos = w.resv + frameSize(uint64(n))
+	w.resvLen = 0
+}
+
+// Cancel drops the open reservation, if any.
+func (w *Writer) Cancel() { w.resvLen = 0 }
+
+// WriteData copies payload into a new DATA frame of count records. It
+// returns false if the ring has no room now.
+func (w *Writer) WriteData(payload []byte, count int) bool {
+	buf := w.Reserve(len(payload))
+	if buf == nil {
+		return false
+	}
+	copy(buf, payload)
+	w.Commit(len(payload), count)
+	return true
+}
+
+// WriteBarrier appends a BARRIER frame. Barriers may use the control
+// reserve, so this succeeds even when the ring is full of data, unless
+// earlier barriers already used the reserve up.
+func (w *Writer) WriteBarrier(b Barrier) bool {
+	p, ok := w.control(FrameBarrier, barrierPayload, 0)
+	if ok {
+		encodeBarrier(p, b)
+	}
+	return ok
+}
+
+// WriteWatermark appends a WATERMARK frame carrying event time t. Like data,
+// it may not use the control reserve.
+func (w *Writer) WriteWatermark(t int64) bool {
+	p, ok := w.control(FrameWatermark, watermarkPayload, w.r.reserve)
+	if ok {
+		binary.LittleEndian.PutUint64(p, uint64(t))
+	}
+	return ok
+}
+
+// WriteEnd appends an END frame: the reader will see no frame after it. Like
+// data, it may not use the control reserve.
+func (w *Writer) WriteEnd() bool {
+	_, ok := w.control(FrameEnd, 0, w.r.reserve)
+	return ok
+}
+
+func (w *Writer) control(t FrameType, n, keep uint64) ([]byte, bool) {
+	if w.resvLen != 0 {
+		panic("ring: " + t.String() + " written with a reservation open")
+	}
+	idx, ok := w.place(frameSize(n), keep)
+	if !ok {
+		return nil, false
+	}
+	*(*uint64)(w.r.at(idx)) = header(uint32(n), t, 0)
+	w.pos += frameSize(n)
+	return w.r.slice(idx+frameHeaderSize, n), true
+}
+
+// Flush publishes every frame written since the last Flush with one atomic
+// store of the producer position, and wakes the reader if it sleeps.
+func (w *Writer) Flush() {
+	if w.pos == w.published {
+		return
+	}
+	w.published = w.pos
+	w.r.prodPos.Store(w.pos)
+	// NB: the store above is sequentially consistent, so this load cannot be
+	// ordered before it; see "Waiting" in the package doc.
+	if w.r.consParked.Load() != 0 && w.r.consParked.CompareAndSwap(1, 0) {
+		wake(w.r.consWaker, w.r.prodPos)
+	}
+}
+
+// Unflushed returns the number of bytes written but not yet published.
+func (w *Writer) Unflushed() int { return int(w.pos - w.published) }
+
+// Free returns the bytes of free space the writer knows of, control reserve
+// included; it reloads the consumer position.
+func (w *Writer) Free() int {
+	w.cachedCons = w.r.consPos.Load()
+	return int(w.r.capacity - (w.pos - w.cachedCons))
+}
