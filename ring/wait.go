@@ -12,9 +12,15 @@ var ErrTimeout = errors.New("ring: wait timed out")
 
 // The waiting ladder: spin, then yield the thread, then park. Spinning is
 // brief because this machine may have fewer cores than busy threads.
-const (
+var (
 	spinIters  = 64
 	yieldIters = 16
+)
+
+// parkHook, when set by a test, is called before every futex sleep.
+var parkHook func()
+
+const (
 	// parkSlice bounds one futex sleep, so a deadline is noticed even if no
 	// wake-up comes (a dead peer process).
 	parkSlice = 50 * time.Millisecond
@@ -78,6 +84,9 @@ func ladder(ready func() bool, parked *atomic.Uint32, other *atomic.Uint64, seen
 				return ErrTimeout
 			}
 			slice = min(slice, left)
+		}
+		if parkHook != nil {
+			parkHook()
 		}
 		futexWait(other, uint32(seen()), slice)
 	}
