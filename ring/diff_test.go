@@ -197,7 +197,10 @@ func TestConcurrentDifferential(t *testing.T) {
 	if testing.Short() {
 		n = 20_000
 	}
+	done := make(chan struct{})
+	defer func() { <-done }()
 	go func() {
+		defer close(done)
 		rnd := rand.New(rand.NewPCG(seed, 3))
 		w := r.Writer()
 		deadline := time.Now().Add(watchdog)
