@@ -1,0 +1,336 @@
+package cow
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"sync/atomic"
+
+	"github.com/ringflow/ringflow/internal/invariants"
+	"github.com/ringflow/ringflow/keygroups"
+)
+
+// Sentinel errors; the returned errors wrap them with the details.
+var (
+	// ErrKeyGroupNotOwned reports a key, or a serialised key group, whose key
+	// group lies outside the Map's range.
+	ErrKeyGroupNotOwned = errors.New("cow: key group not owned by this map")
+	// ErrConfig reports an invalid Config.
+	ErrConfig = errors.New("cow: invalid config")
+	// ErrNoCodec reports serialisation on a Map configured without codecs.
+	ErrNoCodec = errors.New("cow: no key or value codec configured")
+	// ErrCorrupt reports serialised key-group bytes that fail validation.
+	ErrCorrupt = errors.New("cow: corrupt key group data")
+	// ErrNotEmpty reports a restore into a key group that already has entries.
+	ErrNotEmpty = errors.New("cow: key group not empty")
+	// ErrReleased reports use of a released Snapshot.
+	ErrReleased = errors.New("cow: snapshot released")
+)
+
+// Config describes a Map.
+type Config[K comparable, V any] struct {
+	// Hash hashes a key; required. The key group of k is
+	// Hash(k) % MaxParallelism, so it must be the hash the job partitions
+	// by (keygroups.HashUint64, HashString, ...). It is called by Get, Put,
+	// Upsert and Delete, and by growth, deletion and restore; the *Hashed
+	// methods take the hash from the caller instead.
+	Hash func(K) uint64
+	// MaxParallelism is the number of key groups; 0 means
+	// keygroups.DefaultMaxParallelism.
+	MaxParallelism int
+	// KeyGroups is the range of key groups this Map holds (the subtask's
+	// range); the zero Range means all of [0, MaxParallelism).
+	KeyGroups keygroups.Range
+	// KeyCodec and ValueCodec serialise entries for AppendKeyGroup and
+	// LoadKeyGroup. Optional if the Map is never written out.
+	KeyCodec   Codec[K]
+	ValueCodec Codec[V]
+}
+
+// Map is keyed state for one subtask, stored per key group, with
+// copy-on-write snapshots. See the package documentation for the design.
+//
+// A Map is owned by one goroutine (the task's): all its methods must be
+// called from it. Snapshots may be read and released from any goroutine.
+type Map[K comparable, V any] struct {
+	hash   func(K) uint64
+	keys   Codec[K]
+	vals   Codec[V]
+	maxP   uint64
+	kgMask uint64 // maxP-1 if maxP is a power of two
+	pow2   bool
+	kgs    keygroups.Range
+	tables []table[K, V] // tables[kg-kgs.Start]
+	n      int
+
+	version  uint64 // current version; pages written now get this version
+	required uint64 // highest snapshot version that may still be read; 0: none
+	pages    pagePool[K, V]
+	live     []*Snapshot[K, V] // not yet seen released
+	shared   *shared
+	seen     uint64 // shared.releases at the last pruneLive
+	// retiredDirty: a snapshot was pruned since reclaim last scanned the
+	// retired pages.
+	retiredDirty bool
+	stats        Stats
+}
+
+// shared is the only state both the owner and snapshot readers touch.
+type shared struct {
+	releases atomic.Uint64 // Release calls so far
+}
+
+// New returns an empty Map.
+func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
+	if cfg.Hash == nil {
+		return nil, fmt.Errorf("%w: Hash is nil", ErrConfig)
+	}
+	maxP := cfg.MaxParallelism
+	if maxP == 0 {
+		maxP = keygroups.DefaultMaxParallelism
+	}
+	if err := keygroups.ValidateMaxParallelism(maxP); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	r := cfg.KeyGroups
+	if r == (keygroups.Range{}) {
+		r = keygroups.Range{Start: 0, End: maxP}
+	}
+	if r.Start < 0 || r.End > maxP || r.Len() < 1 {
+		return nil, fmt.Errorf("%w: key groups %v not a non-empty part of [0,%d)", ErrConfig, r, maxP)
+	}
+	m := &Map[K, V]{
+		hash: cfg.Hash, keys: cfg.KeyCodec, vals: cfg.ValueCodec,
+		maxP: uint64(maxP), pow2: maxP&(maxP-1) == 0, kgs: r,
+		tables:  make([]table[K, V], r.Len()),
+		version: 1,
+		shared:  new(shared),
+	}
+	if m.pow2 {
+		m.kgMask = m.maxP - 1
+	}
+	return m, nil
+}
+
+// KeyGroups is the range of key groups the Map holds.
+func (m *Map[K, V]) KeyGroups() keygroups.Range { return m.kgs }
+
+// MaxParallelism is the total number of key groups.
+func (m *Map[K, V]) MaxParallelism() int { return int(m.maxP) }
+
+// KeyGroupOf returns the key group of a key hash.
+func (m *Map[K, V]) KeyGroupOf(h uint64) int {
+	if m.pow2 {
+		return int(h & m.kgMask)
+	}
+	return int(h % m.maxP)
+}
+
+// Len is the number of entries in all key groups.
+func (m *Map[K, V]) Len() int { return m.n }
+
+// KeyGroupLen is the number of entries in key group kg (0 if not owned).
+func (m *Map[K, V]) KeyGroupLen(kg int) int {
+	if !m.kgs.Contains(kg) {
+		return 0
+	}
+	return m.tables[kg-m.kgs.Start].n
+}
+
+// Version is the current version: the version the next Freeze will give its
+// snapshot. It starts at 1.
+func (m *Map[K, V]) Version() uint64 { return m.version }
+
+// table returns the table of hash h's key group, or nil if not owned.
+func (m *Map[K, V]) table(h uint64) *table[K, V] {
+	var kg uint64
+	if m.pow2 {
+		kg = h & m.kgMask
+	} else {
+		kg = h % m.maxP
+	}
+	i := kg - uint64(m.kgs.Start)
+	if i >= uint64(len(m.tables)) {
+		return nil
+	}
+	return &m.tables[i]
+}
+
+func (m *Map[K, V]) notOwned(h uint64) error {
+	return fmt.Errorf("%w: key group %d (hash %#x) outside %v", ErrKeyGroupNotOwned, m.KeyGroupOf(h), h, m.kgs)
+}
+
+func (m *Map[K, V]) checkHash(h uint64, k K) {
+	if got := m.hash(k); got != h {
+		panic(invariants.Failf("cow: caller's hash %#x for key %v, Config.Hash gives %#x", h, k, got))
+	}
+}
+
+// Get returns k's value and whether it is present.
+func (m *Map[K, V]) Get(k K) (V, bool) { return m.GetHashed(m.hash(k), k) }
+
+// GetHashed is Get with k's hash supplied by the caller; h must equal
+// Config.Hash(k) (checked when invariants are enabled).
+func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
+	if invariants.Enabled {
+		m.checkHash(h, k)
+	}
+	var zero V
+	t := m.table(h)
+	if t == nil {
+		return zero, false
+	}
+	i, ok := t.find(h, k)
+	if !ok {
+		return zero, false
+	}
+	return t.slotAt(i).val, true
+}
+
+// Put sets k's value.
+func (m *Map[K, V]) Put(k K, v V) error { return m.PutHashed(m.hash(k), k, v) }
+
+// PutHashed is Put with k's hash supplied; see GetHashed.
+func (m *Map[K, V]) PutHashed(h uint64, k K, v V) error {
+	p, err := m.UpsertHashed(h, k)
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// Upsert returns a pointer to k's value, inserting the zero value first if k
+// is absent: `p, err := m.Upsert(k); *p += 1` is one probe.
+//
+// NB: the pointer is valid only until the next call that mutates the Map or
+// Freeze: after Freeze the page it points into belongs to the snapshot, and
+// writing through it would change the snapshot.
+func (m *Map[K, V]) Upsert(k K) (*V, error) { return m.UpsertHashed(m.hash(k), k) }
+
+// UpsertHashed is Upsert with k's hash supplied; see GetHashed. This is the
+// per-record path: no allocation and no indirect call unless the key
+// group's table grows or a page must be copied.
+func (m *Map[K, V]) UpsertHashed(h uint64, k K) (*V, error) {
+	if invariants.Enabled {
+		m.checkHash(h, k)
+	}
+	t := m.table(h)
+	if t == nil {
+		return nil, m.notOwned(h)
+	}
+	t.written = m.version
+	i, found := t.find(h, k)
+	if !found {
+		if t.n >= t.growAt {
+			m.grow(t)
+			i, _ = t.find(h, k)
+		}
+		s := m.writableSlot(t, i)
+		p := t.dir[i>>pageShift].p
+		p.occ[(i&pageMask)>>6] |= 1 << (i & 63)
+		s.key = k
+		t.n++
+		m.n++
+		return &s.val, nil
+	}
+	return &m.writableSlot(t, i).val, nil
+}
+
+// writableSlot returns slot i of t after making its page (and t's directory)
+// private to the live map.
+func (m *Map[K, V]) writableSlot(t *table[K, V], i uint64) *slot[K, V] {
+	r := &t.dir[i>>pageShift]
+	if r.ver <= m.required {
+		m.copyPage(t, i>>pageShift)
+		r = &t.dir[i>>pageShift]
+	}
+	if invariants.Enabled && (r.ver <= m.required || t.dirVer <= m.required) {
+		panic(invariants.Failf("cow: writing page v%d dir v%d with snapshot v%d live", r.ver, t.dirVer, m.required))
+	}
+	return &r.p.slots[i&pageMask]
+}
+
+// Delete removes k and reports whether it was present.
+func (m *Map[K, V]) Delete(k K) bool { return m.DeleteHashed(m.hash(k), k) }
+
+// DeleteHashed is Delete with k's hash supplied; see GetHashed.
+func (m *Map[K, V]) DeleteHashed(h uint64, k K) bool {
+	if invariants.Enabled {
+		m.checkHash(h, k)
+	}
+	t := m.table(h)
+	if t == nil {
+		return false
+	}
+	i, found := t.find(h, k)
+	if !found {
+		return false
+	}
+	t.written = m.version
+	m.removeAt(t, i)
+	return true
+}
+
+// removeAt empties slot i and closes the gap by shifting later entries of
+// the probe run back (backward-shift deletion), so lookups never need
+// tombstones. Every entry keeps the invariant that the slots from its home
+// to its position are occupied.
+func (m *Map[K, V]) removeAt(t *table[K, V], i uint64) {
+	for j := (i + 1) & t.mask; t.occupied(j); j = (j + 1) & t.mask {
+		s := t.slotAt(j)
+		dist := (j - t.home(m.hash(s.key))) & t.mask
+		if dist >= (j-i)&t.mask {
+			*m.writableSlot(t, i) = *s
+			i = j
+		}
+	}
+	*m.writableSlot(t, i) = slot[K, V]{}
+	t.dir[i>>pageShift].p.occ[(i&pageMask)>>6] &^= 1 << (i & 63)
+	t.n--
+	m.n--
+}
+
+// DeleteFunc removes every entry of key group kg for which del returns true
+// and returns how many it removed. del must not touch the Map.
+func (m *Map[K, V]) DeleteFunc(kg int, del func(K, V) bool) int {
+	if !m.kgs.Contains(kg) {
+		return 0
+	}
+	t := &m.tables[kg-m.kgs.Start]
+	if t.n == 0 {
+		return 0
+	}
+	// Start just after an empty slot: no probe run crosses it, so a
+	// backward shift only ever moves an unvisited entry into the slot
+	// being visited, which is then looked at again.
+	start := uint64(0)
+	for t.occupied(start) {
+		start++
+	}
+	removed := 0
+	for c, i := uint64(0), (start+1)&t.mask; c < t.mask; c++ {
+		if t.occupied(i) {
+			s := t.slotAt(i)
+			if del(s.key, s.val) {
+				t.written = m.version
+				m.removeAt(t, i)
+				removed++
+				c-- // slot i may now hold a shifted entry
+				continue
+			}
+		}
+		i = (i + 1) & t.mask
+	}
+	return removed
+}
+
+// All iterates over the entries of key group kg. The Map must not be
+// mutated during the iteration (use DeleteFunc to delete while scanning).
+func (m *Map[K, V]) All(kg int) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		if m.kgs.Contains(kg) {
+			m.tables[kg-m.kgs.Start].all(yield)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package cow
+
+import (
+	"fmt"
+	"iter"
+	"sync/atomic"
+
+	"github.com/ringflow/ringflow/internal/invariants"
+	"github.com/ringflow/ringflow/keygroups"
+)
+
+// Stats counts the work the Map has done; tests use it to assert costs
+// without timing anything.
+type Stats struct {
+	Freezes         uint64 // Freeze calls
+	KeyGroupsFrozen uint64 // table headers captured by Freeze: all its work
+	PagesCopied     uint64 // copy-on-write page copies
+	DirsCopied      uint64 // copy-on-write directory copies
+	PagesAllocated  uint64 // pages taken from the Go heap
+	PagesReused     uint64 // pages taken from the free list
+	PagesRetired    int    // pages kept only for live snapshots, now
+	PagesFree       int    // pages on the free list, now
+	LiveSnapshots   int    // snapshots not yet seen released, now
+}
+
+// Stats returns the Map's counters.
+func (m *Map[K, V]) Stats() Stats {
+	s := m.stats
+	s.PagesRetired, s.PagesFree, s.LiveSnapshots = len(m.pages.retired), len(m.pages.free), len(m.live)
+	return s
+}
+
+// Snapshot is a frozen, read-only view of a Map at one version. Its methods
+// may be called from any goroutine, concurrently with each other and with
+// the Map's owner, until Release.
+type Snapshot[K comparable, V any] struct {
+	version  uint64
+	kgs      keygroups.Range
+	maxP     int
+	hash     func(K) uint64
+	keys     Codec[K]
+	vals     Codec[V]
+	tables   []table[K, V] // frozen headers; pages they reach are never written
+	shared   *shared
+	released atomic.Bool
+}
+
+// Freeze takes a snapshot of every key group and returns it. Its cost is one
+// table-header copy per key group, independent of the number of entries:
+// the pages stay shared, and the owner copies a page (and a key group's
+// directory) the first time it writes to it afterwards.
+func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
+	s := &Snapshot[K, V]{
+		version: m.version, kgs: m.kgs, maxP: int(m.maxP),
+		hash: m.hash, keys: m.keys, vals: m.vals,
+		tables: make([]table[K, V], len(m.tables)),
+		shared: m.shared,
+	}
+	copy(s.tables, m.tables)
+	if m.shared.releases.Load() != m.seen {
+		m.pruneLive() // O(live snapshots): keeps m.live short when nothing is written
+	}
+	m.required = m.version
+	m.version++
+	m.live = append(m.live, s)
+	m.stats.Freezes++
+	m.stats.KeyGroupsFrozen += uint64(len(m.tables))
+	return s
+}
+
+// Version is the snapshot's version: it holds every write made before the
+// Freeze that returned it, and none after.
+func (s *Snapshot[K, V]) Version() uint64 { return s.version }
+
+// KeyGroups is the range of key groups in the snapshot.
+func (s *Snapshot[K, V]) KeyGroups() keygroups.Range { return s.kgs }
+
+// Release declares the snapshot unused, so the pages only it still needs can
+// be reused. Call it once the snapshot has been written out; the snapshot
+// must not be read afterwards. Safe from any goroutine; idempotent.
+func (s *Snapshot[K, V]) Release() {
+	if s.released.CompareAndSwap(false, true) {
+		s.shared.releases.Add(1) // NB: publishes all reads of s before the owner reuses its pages
+	}
+}
+
+func (s *Snapshot[K, V]) table(kg int) (*table[K, V], error) {
+	if s.released.Load() {
+		return nil, fmt.Errorf("%w: version %d", ErrReleased, s.version)
+	}
+	if !s.kgs.Contains(kg) {
+		return nil, fmt.Errorf("%w: key group %d outside %v", ErrKeyGroupNotOwned, kg, s.kgs)
+	}
+	return &s.tables[kg-s.kgs.Start], nil
+}
+
+// Len is the number of entries in key group kg at the freeze (0 if not
+// held or released).
+func (s *Snapshot[K, V]) Len(kg int) int {
+	t, err := s.table(kg)
+	if err != nil {
+		return 0
+	}
+	return t.n
+}
+
+// ChangedSince reports whether key group kg was written (Put, Upsert,
+// Delete, restore after the first Freeze) after the snapshot of version v
+// was taken and before this one. v = 0 means the initial state: empty, or as
+// restored by LoadKeyGroup before the first Freeze. An incremental
+// checkpoint can reference kg's previous blob when this is false. Key groups
+// not held report true.
+func (s *Snapshot[K, V]) ChangedSince(kg int, v uint64) bool {
+	t, err := s.table(kg)
+	return err != nil || t.written > v
+}
+
+// Get returns k's value at the freeze.
+func (s *Snapshot[K, V]) Get(k K) (V, bool) {
+	var zero V
+	h := s.hash(k)
+	t, err := s.table(keygroups.Of(h, s.maxP))
+	if err != nil {
+		return zero, false
+	}
+	i, ok := t.find(h, k)
+	if !ok {
+		return zero, false
+	}
+	return t.slotAt(i).val, true
+}
+
+// All iterates over key group kg's entries at the freeze.
+func (s *Snapshot[K, V]) All(kg int) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		if t, err := s.table(kg); err == nil {
+			t.all(yield)
+		}
+	}
+}
+
+// pagePool holds the pages the live map no longer points to: retired ones
+// that a live snapshot may still read, and free ones ready for reuse.
+type pagePool[K comparable, V any] struct {
+	retired []retiredPage[K, V]
+	free    []*page[K, V]
+}
+
+// retiredPage was visible, unchanged, to the snapshots with versions in
+// [from, until).
+type retiredPage[K comparable, V any] struct {
+	p           *page[K, V]
+	from, until uint64
+}
+
+// allocPage returns a page with unspecified contents.
+func (m *Map[K, V]) allocPage() *page[K, V] {
+	if len(m.pages.free) == 0 && (m.retiredDirty || m.shared.releases.Load() != m.seen) {
+		m.reclaim()
+	}
+	if n := len(m.pages.free); n > 0 {
+		p := m.pages.free[n-1]
+		m.pages.free = m.pages.free[:n-1]
+		m.stats.PagesReused++
+		return p
+	}
+	m.stats.PagesAllocated++
+	return new(page[K, V])
+}
+
+// drop is called when the live map stops pointing to page r.
+func (m *Map[K, V]) drop(r pageRef[K, V]) {
+	if r.ver <= m.required {
+		m.pages.retired = append(m.pages.retired, retiredPage[K, V]{p: r.p, from: r.ver, until: m.version})
+		return
+	}
+	m.pages.free = append(m.pages.free, r.p)
+}
+
+// reclaim forgets released snapshots, lowers m.required to the newest live
+// one, and frees the retired pages no live snapshot can see. It runs on the
+// owner, amortised into page allocation and copying, never in Freeze.
+func (m *Map[K, V]) reclaim() {
+	m.pruneLive()
+	m.retiredDirty = false
+	kept := m.pages.retired[:0]
+	for _, r := range m.pages.retired {
+		if m.visible(r) {
+			kept = append(kept, r)
+		} else {
+			m.pages.free = append(m.pages.free, r.p)
+		}
+	}
+	clear(m.pages.retired[len(kept):])
+	m.pages.retired = kept
+}
+
+// pruneLive forgets released snapshots and lowers m.required to the newest
+// live one. Retired pages are freed later, by reclaim.
+func (m *Map[K, V]) pruneLive() {
+	m.seen = m.shared.releases.Load()
+	live := m.live[:0]
+	m.required = 0
+	for _, s := range m.live {
+		if !s.released.Load() {
+			live = append(live, s)
+			m.required = max(m.required, s.version)
+		}
+	}
+	if len(live) < len(m.live) {
+		m.retiredDirty = true
+	}
+	clear(m.live[len(live):])
+	m.live = live
+}
+
+func (m *Map[K, V]) visible(r retiredPage[K, V]) bool {
+	for _, s := range m.live {
+		if s.version >= r.from && s.version < r.until {
+			return true
+		}
+	}
+	return false
+}
+
+// copyPage gives the live map a private copy of t's page pi (and of t's
+// directory first, if a snapshot shares it).
+func (m *Map[K, V]) copyPage(t *table[K, V], pi uint64) {
+	if m.shared.releases.Load() != m.seen {
+		m.reclaim()
+		if t.dir[pi].ver > m.required {
+			return
+		}
+	}
+	if t.dirVer <= m.required {
+		dir := make([]pageRef[K, V], len(t.dir))
+		copy(dir, t.dir)
+		t.dir, t.dirVer = dir, m.version
+		m.stats.DirsCopied++
+	}
+	old := t.dir[pi]
+	p := m.allocPage()
+	*p = *old.p
+	t.dir[pi] = pageRef[K, V]{p: p, ver: m.version}
+	m.drop(old)
+	m.stats.PagesCopied++
+}
+
+// grow doubles t's capacity (or gives an empty table its first page) and
+// re-inserts every entry into fresh pages.
+func (m *Map[K, V]) grow(t *table[K, V]) {
+	m.rebuild(t, max(pageSlots, 2*t.capacity()))
+}
+
+// rebuild moves t's entries into new pages of the given capacity.
+func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
+	old := t.dir
+	nt := table[K, V]{
+		dir:     make([]pageRef[K, V], capacity/pageSlots),
+		dirVer:  m.version,
+		written: t.written,
+	}
+	nt.setGeometry(capacity)
+	for i := range nt.dir {
+		p := m.allocPage()
+		*p = page[K, V]{}
+		nt.dir[i] = pageRef[K, V]{p: p, ver: m.version}
+	}
+	t.all(func(k K, v V) bool {
+		nt.insertNew(m.hash(k), k, v)
+		return true
+	})
+	if invariants.Enabled && nt.n != t.n {
+		panic(invariants.Failf("cow: rebuild moved %d of %d entries", nt.n, t.n))
+	}
+	for _, r := range old {
+		m.drop(r)
+	}
+	*t = nt
+}
+
+// insertNew adds an entry known to be absent to a table whose pages are all
+// private and which has room.
+func (t *table[K, V]) insertNew(h uint64, k K, v V) {
+	i := t.home(h)
+	for t.occupied(i) {
+		i = (i + 1) & t.mask
+	}
+	p := t.dir[i>>pageShift].p
+	p.occ[(i&pageMask)>>6] |= 1 << (i & 63)
+	p.slots[i&pageMask] = slot[K, V]{key: k, val: v}
+	t.n++
+}

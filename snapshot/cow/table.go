@@ -1,0 +1,122 @@
+package cow
+
+import "math/bits"
+
+// Page geometry. A page holds pageSlots entries and an occupancy bitmap;
+// every table is a whole number of pages, so its capacity is at least
+// pageSlots.
+const (
+	pageShift = 8
+	pageSlots = 1 << pageShift
+	pageMask  = pageSlots - 1
+	occWords  = pageSlots / 64
+
+	// fibMul spreads the hash over the table index (Fibonacci hashing), so a
+	// supplied hash with weak high bits still probes well. The key group
+	// uses the hash's low bits (h % maxP); the index uses the product's
+	// high bits.
+	fibMul = 0x9E3779B97F4A7C15
+)
+
+type slot[K comparable, V any] struct {
+	key K
+	val V
+}
+
+// page is the unit of copy-on-write. Its occupancy bitmap comes first so
+// that a probe touches one bitmap line per page plus the slot's own line.
+type page[K comparable, V any] struct {
+	occ   [occWords]uint64
+	slots [pageSlots]slot[K, V]
+}
+
+func (p *page[K, V]) occupied(si uint64) bool { return p.occ[si>>6]&(1<<(si&63)) != 0 }
+
+// pageRef is one directory entry: a page and the version at which it was
+// allocated or copied. It is writable in place iff ver > Map.required.
+type pageRef[K comparable, V any] struct {
+	p   *page[K, V]
+	ver uint64
+}
+
+// table is one key group's open-addressing hash table (linear probing,
+// backward-shift deletion, no tombstones), split into pages through a
+// directory. A Snapshot holds a copy of this header; the directory and the
+// pages it points to are then shared until the writer copies them.
+type table[K comparable, V any] struct {
+	dir     []pageRef[K, V]
+	n       int    // entries
+	growAt  int    // grow before inserting when n reaches this
+	shift   uint   // 64 - log2(capacity)
+	mask    uint64 // capacity - 1
+	dirVer  uint64 // version at which dir was allocated or copied
+	written uint64 // version of the last mutation; 0 = never since creation/restore
+}
+
+func (t *table[K, V]) capacity() int { return len(t.dir) * pageSlots }
+
+// home is the slot a hash probes first.
+func (t *table[K, V]) home(h uint64) uint64 { return (h * fibMul) >> t.shift }
+
+func (t *table[K, V]) occupied(i uint64) bool {
+	return t.dir[i>>pageShift].p.occupied(i & pageMask)
+}
+
+func (t *table[K, V]) slotAt(i uint64) *slot[K, V] {
+	return &t.dir[i>>pageShift].p.slots[i&pageMask]
+}
+
+// find returns the index holding k, or the empty index where k would be
+// inserted. Read-only: safe on a frozen table from any goroutine.
+func (t *table[K, V]) find(h uint64, k K) (uint64, bool) {
+	if len(t.dir) == 0 {
+		return 0, false
+	}
+	i := t.home(h)
+	for {
+		p := t.dir[i>>pageShift].p
+		si := i & pageMask
+		if !p.occupied(si) {
+			return i, false
+		}
+		if p.slots[si].key == k {
+			return i, true
+		}
+		i = (i + 1) & t.mask
+	}
+}
+
+// setGeometry sizes an empty table header for capacity slots (a power of two,
+// at least pageSlots).
+func (t *table[K, V]) setGeometry(capacity int) {
+	t.shift = uint(64 - bits.TrailingZeros(uint(capacity)))
+	t.mask = uint64(capacity - 1)
+	t.growAt = capacity / 4 * 3
+}
+
+// capacityFor returns the smallest table capacity that holds n entries
+// without growing.
+func capacityFor(n int) int {
+	c := pageSlots
+	for c/4*3 <= n {
+		c *= 2
+	}
+	return c
+}
+
+// all calls yield for every entry in slot order until yield returns false.
+// Read-only.
+func (t *table[K, V]) all(yield func(K, V) bool) {
+	for _, r := range t.dir {
+		for w, word := range r.p.occ {
+			for word != 0 {
+				si := w*64 + bits.TrailingZeros64(word)
+				word &= word - 1
+				s := &r.p.slots[si]
+				if !yield(s.key, s.val) {
+					return
+				}
+			}
+		}
+	}
+}
