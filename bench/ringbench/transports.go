@@ -1,0 +1,152 @@
+package ringbench
+
+import (
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ringflow/ringflow/ring"
+)
+
+// flushBytes is how many unpublished bytes the ring producer lets build up
+// before it publishes: lazy publication, so that the consumer's cache misses
+// on the producer position are few. The producer also publishes whenever it
+// must wait for room, and at the end.
+const flushBytes = 64 << 10
+
+func runRing[R any, P record[R]](c Config) (Result, error) {
+	r, err := ring.New(ring.Options{Capacity: c.Capacity})
+	if err != nil {
+		return Result{}, err
+	}
+	defer r.Close()
+	size := int(unsafe.Sizeof(*new(R)))
+	if c.Batch*size > r.Writer().MaxPayload() {
+		return Result{}, fmt.Errorf("a batch of %d records of %d bytes exceeds the ring's largest frame", c.Batch, size)
+	}
+	deadline := time.Now().Add(time.Hour)
+	produce := func() error {
+		w := r.Writer()
+		for next := uint64(0); next < c.Records; {
+			k := int(min(uint64(c.Batch), c.Records-next))
+			p := w.ReservePointer(k * size)
+			if p == nil {
+				if err := w.Wait(k*size, deadline); err != nil {
+					return err
+				}
+				continue
+			}
+			for i := range k {
+				P((*R)(unsafe.Add(p, i*size))).set(next + uint64(i))
+			}
+			next += uint64(k)
+			w.Commit(k*size, k)
+			if w.Unflushed() >= flushBytes {
+				w.Flush()
+			}
+		}
+		w.Flush()
+		return nil
+	}
+	consume := func() error {
+		rd := r.Reader()
+		for next := uint64(0); next < c.Records; {
+			f, err := rd.Next()
+			if err == ring.ErrEmpty {
+				if err := rd.Wait(deadline); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if f.Type != ring.FrameData || f.Count*size != len(f.Payload) {
+				return fmt.Errorf("unexpected %s frame of %d bytes, %d records", f.Type, len(f.Payload), f.Count)
+			}
+			recs := unsafe.Slice((*R)(unsafe.Pointer(unsafe.SliceData(f.Payload))), f.Count)
+			for i := range recs {
+				if !P(&recs[i]).ok(next) {
+					return corrupt(next)
+				}
+				next++
+			}
+			rd.Release(f)
+		}
+		return nil
+	}
+	return measure("ring", c, produce, consume)
+}
+
+func runChan[R any, P record[R]](c Config) (Result, error) {
+	ch := make(chan R, ChanCapacity)
+	produce := func() error {
+		var rec R
+		for s := range c.Records {
+			P(&rec).set(s)
+			ch <- rec
+		}
+		close(ch)
+		return nil
+	}
+	consume := func() error {
+		// NB: rec lives outside the loop; taking the address of a
+		// per-iteration variable through a type parameter's method would
+		// move it to the heap once per record.
+		var rec R
+		next := uint64(0)
+		for ok := true; ; next++ {
+			if rec, ok = <-ch; !ok {
+				break
+			}
+			if !P(&rec).ok(next) {
+				return corrupt(next)
+			}
+		}
+		if next != c.Records {
+			return fmt.Errorf("received %d records, want %d", next, c.Records)
+		}
+		return nil
+	}
+	return measure("chan", c, produce, consume)
+}
+
+func runChanBatched[R any, P record[R]](c Config) (Result, error) {
+	ch := make(chan *[]R, BatchChanCapacity)
+	pool := sync.Pool{New: func() any { b := make([]R, 0, c.Batch); return &b }}
+	produce := func() error {
+		for next := uint64(0); next < c.Records; {
+			bp := pool.Get().(*[]R)
+			b := (*bp)[:0]
+			k := min(uint64(c.Batch), c.Records-next)
+			b = b[:k]
+			for i := range b {
+				P(&b[i]).set(next + uint64(i))
+			}
+			next += k
+			*bp = b
+			ch <- bp
+		}
+		close(ch)
+		return nil
+	}
+	consume := func() error {
+		next := uint64(0)
+		for bp := range ch {
+			b := *bp
+			for i := range b {
+				if !P(&b[i]).ok(next) {
+					return corrupt(next)
+				}
+				next++
+			}
+			pool.Put(bp)
+		}
+		if next != c.Records {
+			return fmt.Errorf("received %d records, want %d", next, c.Records)
+		}
+		return nil
+	}
+	return measure("chan-batched", c, produce, consume)
+}

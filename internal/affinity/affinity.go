@@ -1,0 +1,47 @@
+// Package affinity pins the calling goroutine's OS thread to one CPU.
+package affinity
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Usable returns the CPUs this process may run on, in increasing order.
+func Usable() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("affinity: sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// Pin locks the calling goroutine to its OS thread and restricts that thread
+// to cpu. The caller must call the returned function (which unlocks the
+// thread) from the same goroutine when it is done. A thread pinned this way
+// keeps its mask after UnlockOSThread, so unpinning restores the mask it had.
+func Pin(cpu int) (unpin func(), err error) {
+	runtime.LockOSThread()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("affinity: sched_getaffinity: %w", err)
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("affinity: pin to CPU %d: %w", cpu, err)
+	}
+	return func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	}, nil
+}
