@@ -93,6 +93,7 @@ func (g *Generator) fill(ev *Event, n uint64) {
 
 // person is Beam's PersonGenerator.nextPerson.
 func (g *Generator) person(p *Person, id int64, r *javaRandom, ts int64) {
+	*p = Person{} // NB: clears text bytes past each length, so equal events are == equal.
 	p.ID = lastBase0PersonID(id) + FirstPersonID
 	first := r.nextIntn(int32(len(firstNames)))
 	last := r.nextIntn(int32(len(lastNames)))
@@ -108,6 +109,7 @@ func (g *Generator) person(p *Person, id int64, r *javaRandom, ts int64) {
 
 // auction is Beam's AuctionGenerator.nextAuction.
 func (g *Generator) auction(a *Auction, id int64, r *javaRandom, ts int64) {
+	*a = Auction{}
 	a.ID = lastBase0AuctionID(id) + FirstAuctionID
 	if r.nextIntn(int32(g.cfg.HotSellersRatio)) > 0 {
 		// The first person of the latest block of 100 is the hot seller.

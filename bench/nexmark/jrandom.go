@@ -59,6 +59,27 @@ func (r *javaRandom) nextIntn(bound int32) int32 {
 	}
 }
 
+// nextInt13 and nextInt26 are nextIntn(13) and nextIntn(26) with constant
+// divisors, which the compiler turns into multiplications: string
+// generation draws them for every character.
+func (r *javaRandom) nextInt13() int32 {
+	for {
+		u := r.next(31)
+		if x := u % 13; u-x+12 >= 0 {
+			return x
+		}
+	}
+}
+
+func (r *javaRandom) nextInt26() int32 {
+	for {
+		u := r.next(31)
+		if x := u % 26; u-x+25 >= 0 {
+			return x
+		}
+	}
+}
+
 // nextLong is Random.nextLong(): ((long)next(32) << 32) + next(32), with the
 // second term sign-extended exactly as Java adds an int to a long.
 func (r *javaRandom) nextLong() int64 {

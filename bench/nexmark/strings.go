@@ -19,10 +19,10 @@ var (
 func fillString(b []byte, r *javaRandom, maxLength int32, special byte) int {
 	n := int(minStringLen + r.nextIntn(maxLength-minStringLen))
 	for i := range n {
-		if r.nextIntn(13) == 0 {
+		if r.nextInt13() == 0 {
 			b[i] = special
 		} else {
-			b[i] = byte('a' + r.nextIntn(26))
+			b[i] = byte('a' + r.nextInt26())
 		}
 	}
 	start, end := 0, n
@@ -75,17 +75,6 @@ func javaRound(x float64) int64 {
 		f++
 	}
 	return int64(f)
-}
-
-// nextPrice is Beam's PriceGenerator: round(10^(6u) * 100) for uniform u in
-// [0, 1), log-uniform in [100, 10^8].
-//
-// NB: Java's Math.pow is only specified to within 1 ulp, and Go's math.Pow
-// is a different implementation; the price can differ from a JVM's only
-// where 10^(6u)*100 lies within an ulp or two of a half-integer, a chance of
-// about 1e-8 per price at the top of the range and far less below.
-func nextPrice(r *javaRandom) int64 {
-	return javaRound(math.Pow(10.0, r.nextDouble()*6.0) * 100.0)
 }
 
 // setCreditCard writes four zero-padded 4-digit groups separated by spaces.
