@@ -110,11 +110,16 @@ const (
 	OpForward
 	// OpRecord: Channel's in-flight data before its barrier ID is channel
 	// state of checkpoint ID. Copy every data frame from the read position
-	// on (queued ones now, later ones as they arrive) until OpStopRecord,
-	// and keep processing those records as usual. Report every barrier the
-	// copying passes with InputPeekedBarrier: that is how the stop comes.
+	// on (queued ones now, later ones as they arrive, each before it is
+	// consumed) until OpStopRecord, and keep processing those records as
+	// usual. Report every barrier the copying meets with
+	// InputPeekedBarrier: that is how the stop comes.
 	OpRecord
-	// OpStopRecord: Channel's state for checkpoint ID is complete.
+	// OpStopRecord: barrier ID (or END) was seen on Channel, so Channel's
+	// state for checkpoint ID is complete: every data frame from where
+	// recording started up to that barrier or END, none after it. If the
+	// barrier was found by a peek ahead of the copy, finish copying up to
+	// it first. Before OpAbort, it just ends the recording.
 	OpStopRecord
 	// OpComplete: this task's part of checkpoint ID is captured (snapshot
 	// and all channel state); Stats describes it. Acknowledge it.
