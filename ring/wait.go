@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"github.com/ringflow/ringflow/internal/futex"
 )
 
 // ErrTimeout is returned by Wait when its deadline passes first.
@@ -88,7 +91,11 @@ func ladder(ready func() bool, parked *atomic.Uint32, other *atomic.Uint64, seen
 		if parkHook != nil {
 			parkHook()
 		}
-		futexWait(other, uint32(seen()), slice)
+		// NB: the futex word is the low half of the 64-bit position, which on
+		// a little-endian machine sits at the word's own address. A sleeper
+		// never sees the position move by a multiple of 2^32: that would take
+		// more than the capacity.
+		futex.Wait(low32(other), uint32(seen()), slice)
 	}
 }
 
@@ -99,8 +106,10 @@ func wake(w Waker, word *atomic.Uint64) {
 		w.Wake()
 		return
 	}
-	futexWake(word)
+	futex.Wake(low32(word))
 }
+
+func low32(w *atomic.Uint64) *uint32 { return (*uint32)(unsafe.Pointer(w)) }
 
 // PrepareToPark announces that the reader is about to sleep until the writer
 // publishes, and reports whether it may: false means a frame is already
