@@ -1,0 +1,232 @@
+package snapshot
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/ringflow/ringflow/internal/invariants"
+)
+
+// load reads every manifest at Open: valid ones become records, invalid
+// ones are reported and quarantined; retention is applied and a
+// mark-and-sweep over the blob keyspace removes every blob no retained
+// manifest references (leftovers of quarantined or over-retained
+// checkpoints). It rebuilds the reference counts used from then on.
+func (s *Store) load() error {
+	valid, err := s.scanManifests()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, m := range valid {
+		s.mu.complete = append(s.mu.complete, &record{m: m})
+		s.mu.maxID = max(s.mu.maxID, m.id)
+		for _, e := range m.entries {
+			s.mu.refs[string(e.blobKey())]++
+		}
+	}
+	s.applyRetentionLocked()
+	live := make(map[string]bool, len(s.mu.refs))
+	for k := range s.mu.refs {
+		live[k] = true
+	}
+	s.mu.Unlock()
+	if err := s.sweepBlobs(live); err != nil {
+		return err
+	}
+	s.collectGarbage()
+	return nil
+}
+
+// scanManifests decodes every manifest in key (= id) order. Ones that fail
+// are reported, recorded in s.mu.corrupt and queued for quarantine.
+func (s *Store) scanManifests() ([]*manifest, error) {
+	var valid []*manifest
+	err := s.scanPrefix(prefixManifest, func(key, value []byte) {
+		id, _ := decodeIDKey(key)
+		m, err := decodeManifest(value)
+		if err == nil && m.id != id {
+			err = manifestErrorf("stored under id %d but says checkpoint %d", id, m.id)
+		}
+		if err == nil {
+			valid = append(valid, m)
+			return
+		}
+		ce := &CheckpointError{ID: id, Entry: "manifest", Err: err}
+		s.logger.Errorf("%v; quarantining it, restore will use an older checkpoint", ce)
+		s.mu.Lock()
+		s.mu.corrupt = append(s.mu.corrupt, ce)
+		s.mu.maxID = max(s.mu.maxID, id)
+		s.mu.garbage = append(s.mu.garbage,
+			sstKV{key: idKey(prefixManifest, id), delete: true},
+			sstKV{key: idKey(prefixQuarantine, id), value: append([]byte(nil), value...)})
+		s.mu.Unlock()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: read manifests: %w", err)
+	}
+	return valid, nil
+}
+
+// sweepBlobs queues for deletion every blob whose key is not in live.
+func (s *Store) sweepBlobs(live map[string]bool) error {
+	var dead []sstKV
+	err := s.scanPrefix(prefixBlob, func(key, _ []byte) {
+		if !live[string(key)] {
+			dead = append(dead, sstKV{key: append([]byte(nil), key...), delete: true})
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("snapshot: sweep blobs: %w", err)
+	}
+	if len(dead) > 0 {
+		s.logger.Infof("snapshot: sweep found %d unreferenced blobs", len(dead))
+	}
+	s.mu.Lock()
+	s.mu.garbage = append(s.mu.garbage, dead...)
+	s.mu.Unlock()
+	return nil
+}
+
+// scanPrefix calls fn for every key starting with prefix. key and value
+// are valid only during the call.
+func (s *Store) scanPrefix(prefix byte, fn func(key, value []byte)) error {
+	return s.withDB(func(db *pebble.DB) error {
+		it, err := db.NewIter(&pebble.IterOptions{
+			LowerBound: []byte{prefix},
+			UpperBound: []byte{prefix + 1},
+		})
+		if err != nil {
+			return err
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				_ = it.Close()
+				return err
+			}
+			fn(it.Key(), v)
+		}
+		return it.Close()
+	})
+}
+
+// applyRetentionLocked keeps the newest s.retained good checkpoints and
+// drops every other record: older good ones and every bad one. A dropped
+// record releases its references; its manifest and the blobs whose count
+// reaches zero become garbage. s.mu must be held.
+func (s *Store) applyRetentionLocked() {
+	good := 0
+	for _, r := range s.mu.complete {
+		if !r.bad {
+			good++
+		}
+	}
+	kept := s.mu.complete[:0]
+	for _, r := range s.mu.complete {
+		if !r.bad && good <= s.retained {
+			kept = append(kept, r)
+			continue
+		}
+		if !r.bad {
+			good--
+		}
+		s.dropLocked(r)
+	}
+	clear(s.mu.complete[len(kept):])
+	s.mu.complete = kept
+	if invariants.Enabled {
+		s.checkRefsLocked()
+	}
+}
+
+func (s *Store) dropLocked(r *record) {
+	for _, e := range r.m.entries {
+		s.unrefLocked(e.blobKey())
+	}
+	s.mu.garbage = append(s.mu.garbage, sstKV{key: idKey(prefixManifest, r.m.id), delete: true})
+}
+
+// unrefLocked drops one reference to a blob, queueing it for deletion when
+// none remain. s.mu must be held.
+func (s *Store) unrefLocked(key []byte) {
+	n := s.mu.refs[string(key)] - 1
+	if n < 0 {
+		panic(invariants.Failf("snapshot: blob %q released more often than referenced", key))
+	}
+	if n > 0 {
+		s.mu.refs[string(key)] = n
+		return
+	}
+	delete(s.mu.refs, string(key))
+	s.mu.garbage = append(s.mu.garbage, sstKV{key: key, delete: true})
+}
+
+// checkRefsLocked recomputes the reference counts from the records and
+// pending checkpoints and compares them with s.mu.refs.
+func (s *Store) checkRefsLocked() {
+	want := make(map[string]int, len(s.mu.refs))
+	for _, r := range s.mu.complete {
+		for _, e := range r.m.entries {
+			want[string(e.blobKey())]++
+		}
+	}
+	for _, p := range s.mu.pending {
+		p.mu.Lock()
+		for _, pe := range p.mu.entries {
+			if pe.reused {
+				want[string(pe.ref.blobKey())]++
+			}
+		}
+		p.mu.Unlock()
+	}
+	if len(want) != len(s.mu.refs) {
+		panic(invariants.Failf("snapshot: %d referenced blobs, counts cover %d", len(want), len(s.mu.refs)))
+	}
+	for k, n := range want {
+		if s.mu.refs[k] != n {
+			panic(invariants.Failf("snapshot: blob %q has %d references, counted %d", k, n, s.mu.refs[k]))
+		}
+	}
+}
+
+// collectGarbage applies queued tombstones in one ingested sstable. It
+// runs only after the manifest that made them garbage is durable. On
+// failure the garbage stays queued for the next commit; a crash loses the
+// queue, and the next Open's sweep finds the same keys again.
+func (s *Store) collectGarbage() {
+	s.mu.Lock()
+	garbage := dedupeKVs(s.mu.garbage)
+	s.mu.garbage = nil
+	s.mu.Unlock()
+	if len(garbage) == 0 {
+		return
+	}
+	err := s.withDB(func(db *pebble.DB) error {
+		_, err := s.ingest(db, "gc", garbage)
+		return err
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.logger.Errorf("snapshot: deleting %d unreferenced keys failed, will retry: %v", len(garbage), err)
+		s.mu.garbage = append(s.mu.garbage, garbage...)
+		return
+	}
+	s.mu.stats.GarbageKeysDeleted += uint64(len(garbage))
+}
+
+// dedupeKVs sorts kvs by key and drops repeated keys (the same blob can be
+// queued both by retention and by Open's sweep).
+func dedupeKVs(kvs []sstKV) []sstKV {
+	sort.Slice(kvs, func(i, j int) bool { return string(kvs[i].key) < string(kvs[j].key) })
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if len(out) > 0 && string(out[len(out)-1].key) == string(kv.key) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

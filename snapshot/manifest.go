@@ -1,0 +1,284 @@
+package snapshot
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Meta is the job metadata stored in a checkpoint's manifest.
+type Meta struct {
+	// MaxParallelism is the number of key groups, in [1, MaxParallelismLimit].
+	MaxParallelism int
+	// Parallelism maps every operator with an entry in the checkpoint to its
+	// parallelism when the checkpoint was taken.
+	Parallelism map[string]int
+}
+
+func (m Meta) clone() Meta {
+	c := Meta{MaxParallelism: m.MaxParallelism, Parallelism: make(map[string]int, len(m.Parallelism))}
+	for op, p := range m.Parallelism {
+		c.Parallelism[op] = p
+	}
+	return c
+}
+
+// manifest is the decoded form of a checkpoint's manifest.
+type manifest struct {
+	id      uint64
+	meta    Meta
+	entries []manifestEntry // strictly increasing by encoded entry key
+}
+
+// manifestEntry records where an entry's bytes live and how to check them.
+type manifestEntry struct {
+	key      entryKey
+	origin   uint64 // id of the checkpoint that wrote the blob; <= manifest id
+	length   uint64
+	checksum uint64 // xxhash64 of the blob bytes
+}
+
+func (e manifestEntry) blobKey() []byte { return blobKey(e.origin, e.key) }
+
+const (
+	manifestMagic      = "RFCM"
+	manifestVersion    = 1
+	manifestHeaderLen  = 20
+	manifestTrailerLen = 8
+	entryFixedLen      = entryKeyFixedLen + 8 + 8 + 8
+)
+
+// errManifest is wrapped by every decode and validation failure.
+var errManifest = errors.New("invalid manifest")
+
+func manifestErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errManifest, fmt.Sprintf(format, args...))
+}
+
+func checksum(b []byte) uint64 { return xxhash.Sum64(b) }
+
+// find returns the entry for k and whether it exists.
+func (m *manifest) find(k entryKey) (manifestEntry, bool) {
+	i := sort.Search(len(m.entries), func(i int) bool {
+		return compareEntryKeys(m.entries[i].key, k) >= 0
+	})
+	if i < len(m.entries) && m.entries[i].key == k {
+		return m.entries[i], true
+	}
+	return manifestEntry{}, false
+}
+
+// validate checks everything a manifest promises about itself. It runs
+// before a manifest is encoded and after one is decoded (a pair assertion
+// on the durability boundary).
+func (m *manifest) validate() error {
+	if m.id == 0 {
+		return manifestErrorf("checkpoint id 0")
+	}
+	if m.meta.MaxParallelism < 1 || m.meta.MaxParallelism > MaxParallelismLimit {
+		return manifestErrorf("maxParallelism %d outside [1, %d]", m.meta.MaxParallelism, MaxParallelismLimit)
+	}
+	for op, p := range m.meta.Parallelism {
+		if err := checkOperatorID(op); err != nil {
+			return manifestErrorf("job metadata: %v", err)
+		}
+		if p < 1 || p > m.meta.MaxParallelism {
+			return manifestErrorf("operator %q has parallelism %d outside [1, maxParallelism %d]",
+				op, p, m.meta.MaxParallelism)
+		}
+	}
+	if len(m.entries) > entriesMax {
+		return manifestErrorf("%d entries, more than %d", len(m.entries), entriesMax)
+	}
+	for i, e := range m.entries {
+		if i > 0 && compareEntryKeys(m.entries[i-1].key, e.key) >= 0 {
+			return manifestErrorf("entries out of order or duplicated at %s", e.key)
+		}
+		if err := m.validateEntry(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *manifest) validateEntry(e manifestEntry) error {
+	k := e.key
+	if !k.kind.valid() {
+		return manifestErrorf("entry with unknown kind %d", uint8(k.kind))
+	}
+	if err := checkOperatorID(k.op); err != nil {
+		return manifestErrorf("%s: %v", k, err)
+	}
+	p, ok := m.meta.Parallelism[k.op]
+	if !ok {
+		return manifestErrorf("%s: operator not in job metadata", k)
+	}
+	switch {
+	case k.kind == KindKeyGroup && int64(k.a) >= int64(m.meta.MaxParallelism):
+		return manifestErrorf("%s: key group not below maxParallelism %d", k, m.meta.MaxParallelism)
+	case k.kind != KindKeyGroup && int64(k.a) >= int64(p):
+		return manifestErrorf("%s: subtask not below parallelism %d", k, p)
+	case k.kind != KindChannelState && k.b != 0:
+		return manifestErrorf("%s: channel %d set on a kind without channels", k, k.b)
+	case e.origin == 0 || e.origin > m.id:
+		return manifestErrorf("%s: origin checkpoint %d not in [1, %d]", k, e.origin, m.id)
+	case e.length > BlobMaxBytes:
+		return manifestErrorf("%s: length %d above %d", k, e.length, BlobMaxBytes)
+	}
+	return nil
+}
+
+// encode returns the manifest's bytes; see doc.go for the layout.
+func (m *manifest) encode() []byte {
+	ops := make([]string, 0, len(m.meta.Parallelism))
+	for op := range m.meta.Parallelism {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	size := manifestHeaderLen + 4 + 4 + manifestTrailerLen
+	for _, op := range ops {
+		size += 1 + len(op) + 4
+	}
+	for _, e := range m.entries {
+		size += entryFixedLen + len(e.key.op)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, manifestMagic...)
+	b = binary.LittleEndian.AppendUint16(b, manifestVersion)
+	b = binary.LittleEndian.AppendUint16(b, 0 /* reserved */)
+	b = binary.LittleEndian.AppendUint64(b, m.id)
+	b = binary.LittleEndian.AppendUint32(b, uint32(m.meta.MaxParallelism))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(ops)))
+	for _, op := range ops {
+		b = append(b, byte(len(op)))
+		b = append(b, op...)
+		b = binary.LittleEndian.AppendUint32(b, uint32(m.meta.Parallelism[op]))
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.entries)))
+	for _, e := range m.entries {
+		b = appendEntryKey(b, e.key)
+		b = binary.LittleEndian.AppendUint64(b, e.origin)
+		b = binary.LittleEndian.AppendUint64(b, e.length)
+		b = binary.LittleEndian.AppendUint64(b, e.checksum)
+	}
+	return binary.LittleEndian.AppendUint64(b, checksum(b))
+}
+
+// decodeManifest parses and validates a manifest. Every length it reads is
+// checked against the bytes that remain, so bad input yields an error that
+// wraps errManifest, never a panic.
+func decodeManifest(b []byte) (*manifest, error) {
+	if len(b) < manifestHeaderLen+4+4+manifestTrailerLen {
+		return nil, manifestErrorf("truncated: %d bytes", len(b))
+	}
+	body, trailer := b[:len(b)-manifestTrailerLen], b[len(b)-manifestTrailerLen:]
+	if want, got := binary.LittleEndian.Uint64(trailer), checksum(body); want != got {
+		return nil, manifestErrorf("checksum mismatch: stored %#016x, computed %#016x", want, got)
+	}
+	if string(body[:4]) != manifestMagic {
+		return nil, manifestErrorf("bad magic %q", body[:4])
+	}
+	if v := binary.LittleEndian.Uint16(body[4:]); v != manifestVersion {
+		return nil, manifestErrorf("unsupported format version %d (want %d)", v, manifestVersion)
+	}
+	m := &manifest{id: binary.LittleEndian.Uint64(body[8:])}
+	m.meta.MaxParallelism = int(binary.LittleEndian.Uint32(body[16:]))
+	r := reader{b: body[manifestHeaderLen:]}
+	if err := m.decodeOperators(&r); err != nil {
+		return nil, err
+	}
+	if err := m.decodeEntries(&r); err != nil {
+		return nil, err
+	}
+	if len(r.b) != 0 {
+		return nil, manifestErrorf("%d trailing bytes", len(r.b))
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *manifest) decodeOperators(r *reader) error {
+	n := r.u32()
+	if r.err == nil && uint64(n)*5 > uint64(len(r.b)) {
+		return manifestErrorf("operator count %d exceeds the remaining %d bytes", n, len(r.b))
+	}
+	m.meta.Parallelism = make(map[string]int, n)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		op := string(r.bytes(int(r.u8())))
+		p := r.u32()
+		if _, dup := m.meta.Parallelism[op]; dup && r.err == nil {
+			return manifestErrorf("operator %q listed twice", op)
+		}
+		m.meta.Parallelism[op] = int(p)
+	}
+	return r.err
+}
+
+func (m *manifest) decodeEntries(r *reader) error {
+	n := r.u32()
+	if r.err == nil && uint64(n)*entryFixedLen > uint64(len(r.b)) {
+		return manifestErrorf("entry count %d exceeds the remaining %d bytes", n, len(r.b))
+	}
+	m.entries = make([]manifestEntry, 0, n)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		kind, opLen := r.u8(), r.u8()
+		e := manifestEntry{key: entryKey{kind: Kind(kind), op: string(r.bytes(int(opLen)))}}
+		e.key.a, e.key.b = r.u32be(), r.u32be()
+		e.origin, e.length, e.checksum = r.u64(), r.u64(), r.u64()
+		m.entries = append(m.entries, e)
+	}
+	return r.err
+}
+
+// reader consumes a byte slice; the first short read sets err and every
+// later read returns zeroes.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) bytes(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > len(r.b) {
+		r.err = manifestErrorf("truncated: want %d more bytes, have %d", n, len(r.b))
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u8() uint8 {
+	if v := r.bytes(1); v != nil {
+		return v[0]
+	}
+	return 0
+}
+
+func (r *reader) u32() uint32 {
+	if v := r.bytes(4); v != nil {
+		return binary.LittleEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (r *reader) u32be() uint32 {
+	if v := r.bytes(4); v != nil {
+		return binary.BigEndian.Uint32(v)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if v := r.bytes(8); v != nil {
+		return binary.LittleEndian.Uint64(v)
+	}
+	return 0
+}

@@ -1,0 +1,336 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/ringflow/ringflow/internal/invariants"
+)
+
+// Pending is a checkpoint being written. Its Put and Reuse methods are safe
+// to call from several goroutines at once (the background writers of
+// different subtasks); Commit and Abort end it. Entries are buffered in
+// memory until Commit, which writes them and the manifest to Pebble in one
+// ingested sstable.
+type Pending struct {
+	s  *Store
+	id uint64
+
+	bytesWritten atomic.Uint64
+	bytesReused  atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		// done is set once Commit or Abort started; err says why further
+		// calls fail.
+		done    bool
+		err     error
+		entries map[entryKey]*pendingEntry
+	}
+}
+
+// pendingEntry is either bytes to write or a reference to a blob of an
+// earlier checkpoint (reused).
+type pendingEntry struct {
+	data   []byte
+	sum    uint64
+	reused bool
+	ref    manifestEntry // the referenced entry when reused
+}
+
+// CommitStats describe one checkpoint.
+type CommitStats struct {
+	// BytesWritten is the entry bytes this checkpoint wrote.
+	BytesWritten uint64
+	// BytesReused is the entry bytes it referenced from earlier checkpoints.
+	BytesReused uint64
+}
+
+// ID returns the checkpoint id.
+func (p *Pending) ID() uint64 { return p.id }
+
+// Stats returns the bytes written and reused so far.
+func (p *Pending) Stats() CommitStats {
+	return CommitStats{BytesWritten: p.bytesWritten.Load(), BytesReused: p.bytesReused.Load()}
+}
+
+// PutKeyGroup stores the state of key group kg of operator op. data is
+// copied; the caller may reuse it.
+func (p *Pending) PutKeyGroup(op string, kg int, data []byte) error {
+	return p.put(KindKeyGroup, op, kg, 0, data)
+}
+
+// PutSourcePosition stores the position of source subtask (op, subtask).
+func (p *Pending) PutSourcePosition(op string, subtask int, pos []byte) error {
+	return p.put(KindSourcePosition, op, subtask, 0, pos)
+}
+
+// PutChannelState stores the in-flight bytes of input channel channel of
+// subtask (op, subtask), recorded by an unaligned checkpoint.
+func (p *Pending) PutChannelState(op string, subtask, channel int, data []byte) error {
+	return p.put(KindChannelState, op, subtask, channel, data)
+}
+
+// PutTimers stores the timers of subtask (op, subtask).
+func (p *Pending) PutTimers(op string, subtask int, data []byte) error {
+	return p.put(KindTimers, op, subtask, 0, data)
+}
+
+// PutSinkTxn stores the pending (pre-committed) transactions of sink
+// subtask (op, subtask).
+func (p *Pending) PutSinkTxn(op string, subtask int, txn []byte) error {
+	return p.put(KindSinkTxn, op, subtask, 0, txn)
+}
+
+// makeEntryKey validates an entry's address.
+func makeEntryKey(kind Kind, op string, a, b int) (entryKey, error) {
+	if err := checkOperatorID(op); err != nil {
+		return entryKey{}, err
+	}
+	name := "subtask"
+	if kind == KindKeyGroup {
+		name = "key group"
+	}
+	if a < 0 || a >= MaxParallelismLimit {
+		return entryKey{}, fmt.Errorf("snapshot: %s %d of operator %q outside [0, %d)",
+			name, a, op, MaxParallelismLimit)
+	}
+	if b < 0 || b > math.MaxUint32 {
+		return entryKey{}, fmt.Errorf("snapshot: channel %d of operator %q subtask %d outside [0, %d]",
+			b, op, a, uint32(math.MaxUint32))
+	}
+	return entryKey{kind: kind, op: op, a: uint32(a), b: uint32(b)}, nil
+}
+
+func (p *Pending) put(kind Kind, op string, a, b int, data []byte) error {
+	k, err := makeEntryKey(kind, op, a, b)
+	if err != nil {
+		return fmt.Errorf("checkpoint %d: %w", p.id, err)
+	}
+	if len(data) > BlobMaxBytes {
+		return fmt.Errorf("snapshot: checkpoint %d: %s: %d bytes, more than the limit %d",
+			p.id, k, len(data), BlobMaxBytes)
+	}
+	// Copy and checksum outside the lock: writers of different subtasks
+	// proceed in parallel.
+	pe := &pendingEntry{data: append(make([]byte, 0, len(data)), data...)}
+	pe.sum = checksum(pe.data)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.addLocked(k, pe); err != nil {
+		return err
+	}
+	p.bytesWritten.Add(uint64(len(data)))
+	return nil
+}
+
+func (p *Pending) addLocked(k entryKey, pe *pendingEntry) error {
+	if p.mu.done {
+		return fmt.Errorf("snapshot: checkpoint %d: %s: checkpoint already ended: %w", p.id, k, p.mu.err)
+	}
+	if _, dup := p.mu.entries[k]; dup {
+		return fmt.Errorf("snapshot: checkpoint %d: %s stored twice", p.id, k)
+	}
+	p.mu.entries[k] = pe
+	return nil
+}
+
+// ReuseKeyGroup makes key group kg of operator op refer to the blob that
+// retained checkpoint from holds for it, instead of writing the same bytes
+// again (incremental checkpoint). The blob stays alive while this
+// checkpoint is pending or retained, even once from itself is dropped.
+func (p *Pending) ReuseKeyGroup(op string, kg int, from uint64) error {
+	k, err := makeEntryKey(KindKeyGroup, op, kg, 0)
+	if err != nil {
+		return fmt.Errorf("checkpoint %d: %w", p.id, err)
+	}
+	s := p.s
+	// NB: s.mu is held while the reference is added, so garbage collection
+	// cannot delete the blob between the lookup and the reference.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.findLocked(from)
+	if r == nil {
+		return fmt.Errorf("snapshot: checkpoint %d: reuse %s from checkpoint %d: %w",
+			p.id, k, from, ErrNotRetained)
+	}
+	e, ok := r.m.find(k)
+	if !ok {
+		return fmt.Errorf("snapshot: checkpoint %d: reuse %s: checkpoint %d has no such entry", p.id, k, from)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.addLocked(k, &pendingEntry{reused: true, ref: e}); err != nil {
+		return err
+	}
+	s.mu.refs[string(e.blobKey())]++
+	p.bytesReused.Add(e.length)
+	return nil
+}
+
+// findLocked returns the usable record with this id, or nil.
+func (s *Store) findLocked(id uint64) *record {
+	i := sort.Search(len(s.mu.complete), func(i int) bool { return s.mu.complete[i].m.id >= id })
+	if i < len(s.mu.complete) && s.mu.complete[i].m.id == id && !s.mu.complete[i].bad {
+		return s.mu.complete[i]
+	}
+	return nil
+}
+
+// Abort drops the checkpoint and everything written for it. It is a no-op
+// once Commit or Abort has run.
+func (p *Pending) Abort() { p.abort(errAborted) }
+
+// errAborted is why an aborted checkpoint's methods fail.
+var errAborted = errors.New("snapshot: checkpoint aborted")
+
+func (p *Pending) abort(reason error) {
+	if p.end(reason) == nil {
+		p.s.finish(p, true /* aborted */)
+	}
+}
+
+// end marks p done, returning an error if it already was.
+func (p *Pending) end(reason error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.done {
+		return fmt.Errorf("snapshot: checkpoint %d already ended: %w", p.id, p.mu.err)
+	}
+	p.mu.done, p.mu.err = true, reason
+	return nil
+}
+
+// Commit completes the checkpoint: it builds and validates the manifest,
+// writes the new blobs and the manifest into one sstable, syncs it and
+// ingests it into Pebble. The checkpoint exists once Commit returns nil,
+// and not before. Then retention runs and unreferenced blobs are deleted.
+// On error nothing of the checkpoint remains and the store stays usable.
+func (p *Pending) Commit(meta Meta) error {
+	if err := p.end(errors.New("committed")); err != nil {
+		return err
+	}
+	s := p.s
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	m, kvs, err := p.build(meta)
+	if err == nil {
+		err = s.checkNewest(p.id)
+	}
+	var size uint64
+	if err == nil {
+		err = s.withDB(func(db *pebble.DB) error {
+			size, err = s.ingest(db, fmt.Sprintf("ckpt-%d", p.id), kvs)
+			return err
+		})
+	}
+	if err != nil {
+		err = fmt.Errorf("snapshot: commit checkpoint %d: %w", p.id, err)
+		p.mu.Lock()
+		p.mu.err = err
+		p.mu.Unlock()
+		s.finish(p, false /* aborted */)
+		return err
+	}
+	s.finishCommitted(p, m, size)
+	s.collectGarbage()
+	return nil
+}
+
+// checkNewest rejects committing id when a newer checkpoint completed.
+func (s *Store) checkNewest(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return ErrClosed
+	}
+	if n := len(s.mu.complete); n > 0 && s.mu.complete[n-1].m.id > id {
+		return fmt.Errorf("%w (checkpoint %d)", ErrSubsumed, s.mu.complete[n-1].m.id)
+	}
+	return nil
+}
+
+// build returns the validated manifest and the sstable contents: every
+// newly written blob, then the manifest.
+func (p *Pending) build(meta Meta) (*manifest, []sstKV, error) {
+	m := &manifest{id: p.id, meta: meta.clone()}
+	p.mu.Lock()
+	kvs := make([]sstKV, 0, len(p.mu.entries)+1)
+	for k, pe := range p.mu.entries {
+		e := pe.ref
+		if !pe.reused {
+			e = manifestEntry{key: k, origin: p.id, length: uint64(len(pe.data)), checksum: pe.sum}
+			kvs = append(kvs, sstKV{key: e.blobKey(), value: pe.data})
+		}
+		m.entries = append(m.entries, e)
+	}
+	p.mu.Unlock()
+	sort.Slice(m.entries, func(i, j int) bool { return compareEntryKeys(m.entries[i].key, m.entries[j].key) < 0 })
+	if err := m.validate(); err != nil {
+		return nil, nil, err
+	}
+	enc := m.encode()
+	if invariants.Enabled {
+		// Pair assertion: what we are about to make durable decodes back
+		// into the same manifest.
+		back, err := decodeManifest(enc)
+		ok := err == nil && back.id == m.id && len(back.entries) == len(m.entries)
+		invariants.Check(ok, "snapshot: manifest %d does not survive its own encoding: %v", m.id, err)
+	}
+	kvs = append(kvs, sstKV{key: idKey(prefixManifest, p.id), value: enc})
+	return m, kvs, nil
+}
+
+// finish retires a pending checkpoint that did not complete.
+func (s *Store) finish(p *Pending, aborted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.mu.pending[p.id]; !ok {
+		return
+	}
+	delete(s.mu.pending, p.id)
+	p.releaseReusedLocked()
+	if aborted {
+		s.mu.stats.Aborted++
+	} else {
+		s.mu.stats.Failed++
+	}
+}
+
+// finishCommitted records a durable checkpoint and applies retention.
+func (s *Store) finishCommitted(p *Pending, m *manifest, size uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Take the manifest's references before releasing the pending ones, so
+	// no shared blob's count passes through zero.
+	for _, e := range m.entries {
+		s.mu.refs[string(e.blobKey())]++
+	}
+	delete(s.mu.pending, p.id)
+	p.releaseReusedLocked()
+	s.mu.complete = append(s.mu.complete, &record{m: m})
+	st := p.Stats()
+	s.mu.stats.Committed++
+	s.mu.stats.BytesWritten += st.BytesWritten
+	s.mu.stats.BytesReused += st.BytesReused
+	s.mu.stats.BytesIngested += size
+	s.applyRetentionLocked()
+}
+
+// releaseReusedLocked drops the references p took with ReuseKeyGroup and
+// frees p's buffered bytes. s.mu must be held.
+func (p *Pending) releaseReusedLocked() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pe := range p.mu.entries {
+		if pe.reused {
+			p.s.unrefLocked(pe.ref.blobKey())
+		}
+	}
+	p.mu.entries = nil
+}

@@ -1,0 +1,342 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Sentinel errors callers branch on. Returned errors wrap them.
+var (
+	// ErrClosed is returned by every operation on a closed Store and on the
+	// Pending checkpoints it aborted when it closed.
+	ErrClosed = errors.New("snapshot: store closed")
+	// ErrNoCheckpoint is returned by Latest when no usable checkpoint exists.
+	ErrNoCheckpoint = errors.New("snapshot: no complete checkpoint")
+	// ErrCorrupt is wrapped by every error that reports a manifest or blob
+	// that failed its checksum or its structural checks.
+	ErrCorrupt = errors.New("snapshot: checkpoint corrupt")
+	// ErrNotRetained is returned when a checkpoint id names no retained,
+	// usable checkpoint.
+	ErrNotRetained = errors.New("snapshot: checkpoint not retained")
+	// ErrSubsumed is returned by Commit when a newer checkpoint completed
+	// first; the older one is dropped, as in Flink.
+	ErrSubsumed = errors.New("snapshot: checkpoint subsumed by a newer complete checkpoint")
+)
+
+// DefaultRetained is the number of complete checkpoints kept by default
+// (Flink's state.checkpoints.num-retained is 1; the issue asks for 3).
+const DefaultRetained = 3
+
+// Logger receives the store's reports. Corruption and fallback are reported
+// with Errorf, naming the checkpoint and what was wrong.
+type Logger interface {
+	Infof(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// FS is the filesystem under the state dir; vfs.Default when nil. Tests
+	// pass an errorfs or a crashable MemFS here.
+	FS vfs.FS
+	// Retained is how many complete checkpoints to keep; DefaultRetained
+	// when zero. Negative values are rejected.
+	Retained int
+	// Logger receives reports; a logger writing to stderr when nil.
+	Logger Logger
+}
+
+// Stats are cumulative counters over the life of a Store.
+type Stats struct {
+	Committed uint64 // checkpoints whose Commit succeeded
+	Failed    uint64 // checkpoints whose Commit returned an error
+	Aborted   uint64 // checkpoints dropped with Abort or by Close
+	// BytesWritten counts entry bytes written by committed checkpoints.
+	BytesWritten uint64
+	// BytesReused counts entry bytes committed checkpoints referenced from
+	// earlier checkpoints instead of writing them.
+	BytesReused uint64
+	// BytesIngested counts sstable bytes handed to Pebble (after Pebble's
+	// block compression, with its index and footer).
+	BytesIngested uint64
+	// GarbageKeysDeleted counts blobs and manifests removed by retention.
+	GarbageKeysDeleted uint64
+}
+
+// Store is the durable checkpoint store: an embedded Pebble instance under
+// a state dir. It is safe for concurrent use. See the package doc for the
+// key layout, the manifest format and the commit protocol.
+type Store struct {
+	fs         vfs.FS
+	stagingDir string
+	retained   int
+	logger     Logger
+	popts      *pebble.Options
+	stagingSeq atomic.Uint64
+
+	// closeMu is held for reading around every use of db, and for writing
+	// by Close, so db is never used after it was closed.
+	closeMu sync.RWMutex
+	db      *pebble.DB
+
+	// commitMu serialises commits and garbage collection, so checkpoints
+	// complete in id order and tombstones never race with new manifests.
+	commitMu sync.Mutex
+
+	mu struct {
+		sync.Mutex
+		closed   bool
+		complete []*record // ascending by id
+		pending  map[uint64]*Pending
+		// refs counts, per blob key, the retained manifests and pending
+		// reuses that reference it. A blob is garbage when it drops to 0.
+		refs    map[string]int
+		garbage []sstKV // tombstones (and quarantine copies) not yet applied
+		// corrupt lists manifests that failed to verify at Open.
+		corrupt []*CheckpointError
+		maxID   uint64 // highest id begun or found in the store
+		stats   Stats
+	}
+}
+
+// record is a complete checkpoint known to the store.
+type record struct {
+	m *manifest
+	// bad is set when the checkpoint failed verification in Latest or
+	// Checkpoint; it is then no base for reuse and retention drops it.
+	bad bool
+}
+
+// CheckpointError reports a checkpoint that cannot be used, naming it and
+// the entry (or "manifest") that was wrong.
+type CheckpointError struct {
+	ID    uint64
+	Entry string
+	Err   error
+}
+
+func (e *CheckpointError) Error() string {
+	return fmt.Sprintf("snapshot: checkpoint %d: %s: %v", e.ID, e.Entry, e.Err)
+}
+
+func (e *CheckpointError) Unwrap() error { return e.Err }
+
+// Open opens (creating if needed) the store under dir. It verifies every
+// manifest found, quarantines the ones that fail (reporting them), applies
+// retention, and deletes every blob no retained manifest references.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.Retained < 0 {
+		return nil, fmt.Errorf("snapshot: Options.Retained is %d; want >= 1, or 0 for the default %d",
+			opts.Retained, DefaultRetained)
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("snapshot: empty state dir")
+	}
+	s := &Store{fs: opts.FS, retained: opts.Retained, logger: opts.Logger}
+	if s.fs == nil {
+		s.fs = vfs.Default
+	}
+	if s.retained == 0 {
+		s.retained = DefaultRetained
+	}
+	if s.logger == nil {
+		s.logger = stderrLogger{log.New(os.Stderr, "", log.LstdFlags)}
+	}
+	s.mu.pending = make(map[uint64]*Pending)
+	s.mu.refs = make(map[string]int)
+	s.stagingDir = s.fs.PathJoin(dir, "staging")
+	// NB: a commit that crashed leaves its half-written sstable in staging;
+	// it was never ingested, so it is simply removed.
+	if err := s.fs.RemoveAll(s.stagingDir); err != nil {
+		return nil, fmt.Errorf("snapshot: clear %s: %w", s.stagingDir, err)
+	}
+	if err := s.fs.MkdirAll(s.stagingDir, 0o755); err != nil {
+		return nil, fmt.Errorf("snapshot: create %s: %w", s.stagingDir, err)
+	}
+	s.popts = &pebble.Options{FS: s.fs, Logger: pebbleLogger{s.logger}}
+	s.popts.EnsureDefaults()
+	db, err := pebble.Open(s.fs.PathJoin(dir, "db"), s.popts)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: open pebble under %s: %w", dir, err)
+	}
+	s.db = db
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close aborts every pending checkpoint and closes Pebble. Complete
+// checkpoints stay on disk for the next Open.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.mu.closed = true
+	pending := make([]*Pending, 0, len(s.mu.pending))
+	for _, p := range s.mu.pending {
+		pending = append(pending, p)
+	}
+	s.mu.Unlock()
+	for _, p := range pending {
+		p.abort(ErrClosed)
+	}
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// Begin starts checkpoint id. Ids must increase: id must exceed every id
+// begun on this store and every checkpoint id found in it (see MaxID).
+func (s *Store) Begin(id uint64) (*Pending, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mu.closed:
+		return nil, ErrClosed
+	case id == 0:
+		return nil, fmt.Errorf("snapshot: checkpoint id 0 is reserved")
+	case id <= s.mu.maxID:
+		return nil, fmt.Errorf("snapshot: checkpoint id %d is not above %d, the highest id already used",
+			id, s.mu.maxID)
+	}
+	s.mu.maxID = id
+	p := &Pending{s: s, id: id}
+	p.mu.entries = make(map[entryKey]*pendingEntry)
+	s.mu.pending[id] = p
+	return p, nil
+}
+
+// MaxID returns the highest checkpoint id begun on this store or found in
+// it at Open; the next Begin must use a larger id.
+func (s *Store) MaxID() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.maxID
+}
+
+// Checkpoints returns the ids of the retained complete checkpoints that
+// have not been found unusable, oldest first.
+func (s *Store) Checkpoints() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]uint64, 0, len(s.mu.complete))
+	for _, r := range s.mu.complete {
+		if !r.bad {
+			ids = append(ids, r.m.id)
+		}
+	}
+	return ids
+}
+
+// Stats returns the store's cumulative counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.stats
+}
+
+// withDB runs fn with the open Pebble instance, or returns ErrClosed.
+func (s *Store) withDB(fn func(db *pebble.DB) error) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.db == nil {
+		return ErrClosed
+	}
+	return fn(s.db)
+}
+
+// sstKV is one key of an sstable the store builds for ingestion.
+type sstKV struct {
+	key    []byte
+	value  []byte
+	delete bool
+}
+
+// ingest writes kvs (sorted here) into a new sstable under the staging dir,
+// syncs it, and ingests it into Pebble in one atomic step. Every error
+// before Pebble's version edit leaves the database unchanged.
+func (s *Store) ingest(db *pebble.DB, name string, kvs []sstKV) (uint64, error) {
+	sort.Slice(kvs, func(i, j int) bool { return string(kvs[i].key) < string(kvs[j].key) })
+	path := s.fs.PathJoin(s.stagingDir, fmt.Sprintf("%s-%06d.sst", name, s.stagingSeq.Add(1)))
+	size, err := s.writeSST(db, path, kvs)
+	if err == nil {
+		err = db.Ingest(context.Background(), []string{path})
+	}
+	if err != nil {
+		// Ingest removes its input only on success.
+		if rmErr := s.fs.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+			s.logger.Errorf("snapshot: remove staging file %s: %v", path, rmErr)
+		}
+		return 0, err
+	}
+	return size, nil
+}
+
+func (s *Store) writeSST(db *pebble.DB, path string, kvs []sstKV) (uint64, error) {
+	f, err := s.fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return 0, fmt.Errorf("create %s: %w", path, err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.popts.MakeWriterOptions(0, db.TableFormat()))
+	for i := range kvs {
+		if i > 0 && string(kvs[i-1].key) == string(kvs[i].key) {
+			err = fmt.Errorf("duplicate key %q in one sstable", kvs[i].key)
+		} else if kvs[i].delete {
+			err = w.Delete(kvs[i].key)
+		} else {
+			err = w.Set(kvs[i].key, kvs[i].value)
+		}
+		if err != nil {
+			_ = w.Close()
+			return 0, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	// Close flushes, syncs and closes the file (objstorage Writable.Finish).
+	if err := w.Close(); err != nil {
+		return 0, fmt.Errorf("finish %s: %w", path, err)
+	}
+	meta, err := w.Metadata()
+	if err != nil {
+		return 0, fmt.Errorf("sstable metadata %s: %w", path, err)
+	}
+	return meta.Size, nil
+}
+
+type stderrLogger struct{ l *log.Logger }
+
+func (l stderrLogger) Infof(format string, args ...any)  { l.l.Printf(format, args...) }
+func (l stderrLogger) Errorf(format string, args ...any) { l.l.Printf(format, args...) }
+
+// pebbleLogger routes Pebble's logging to the store's Logger.
+type pebbleLogger struct{ l Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Infof("pebble: "+format, args...) }
+func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf("pebble: "+format, args...) }
+
+// Fatalf is called by Pebble when a WAL or MANIFEST write or sync failed.
+// Pebble cannot continue after that (a failed fsync leaves the page cache
+// untrustworthy), so neither can the store: the process must restart and
+// recover from the latest durable checkpoint. Pebble's default logger
+// exits; a panic at least says why and can be seen by a supervisor.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Errorf("pebble: fatal: %s", msg)
+	panic(fmt.Errorf("snapshot: pebble fatal error, the store must be reopened after a restart: %s", msg))
+}
