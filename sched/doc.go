@@ -1,0 +1,36 @@
+// Package sched runs tasks on a fixed set of worker threads.
+//
+// Each worker is a goroutine locked to its OS thread and pinned, with
+// sched_setaffinity, to one CPU of the process's affinity mask (worker i to
+// the i-th usable CPU, round robin). Tasks are assigned to workers when the
+// pool starts and never move. A worker visits its tasks in turn; each visit
+// is one call to Task.Step, which does a bounded amount of work and says
+// whether it made progress. A task is expected to run only when it can: an
+// input has a frame and every output has room (availability, not blocking).
+//
+// # Idling: spin, yield, park
+//
+// A worker whose tasks all report no progress climbs a ladder: it re-polls a
+// few times with a PAUSE between polls (spin), then yields its thread to the
+// OS scheduler a few times, then parks. Spinning is skipped entirely when
+// the pool has more workers than the process has CPUs, so there are never
+// more spinning threads than cores.
+//
+// To park, the worker asks every task to announce the sleep on the rings it
+// waits for (Task.PrepareToPark sets the rings' parked words and re-checks
+// them); if any task finds work in the meantime, the worker withdraws the
+// announcements and goes on. Otherwise it sleeps on its doorbell, a futex
+// word, until a ring's other side rings it (the doorbell is the rings'
+// ring.Waker), until the earliest Task.Deadline (timers, rate-limited
+// sources, batch flush delays), or until the pool stops. The ring protocol's
+// sequentially consistent parked-word handshake guarantees that a publish
+// racing with the announcement either is seen by the re-check or rings the
+// doorbell.
+//
+// # Failures
+//
+// A task that returns an error or panics stops the pool: every worker
+// finishes its current step and exits, and Run returns the first error
+// (a panic is turned into an error carrying its stack). Run returns only
+// after every worker goroutine has exited.
+package sched

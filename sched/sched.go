@@ -1,0 +1,158 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringflow/ringflow/internal/affinity"
+)
+
+// Status is what one Step of a task did.
+type Status int
+
+const (
+	// Idle: the task could not run (no input, or no room for output).
+	Idle Status = iota
+	// Progress: the task did some work and may have more.
+	Progress
+	// Done: the task has finished for good; it is not stepped again.
+	Done
+)
+
+// Task is a unit of work a worker runs.
+type Task interface {
+	// Step does a bounded amount of work.
+	Step(now time.Time) (Status, error)
+	// PrepareToPark announces on every ring the task waits for that its
+	// worker is about to sleep, and reports whether it may: false means the
+	// task has work after all (and it withdrew what it announced).
+	PrepareToPark() bool
+	// Unpark withdraws the announcements of PrepareToPark.
+	Unpark()
+	// Deadline returns when the task wants to be stepped even if no ring
+	// rings its worker's doorbell (a timer, a rate limit, a flush delay);
+	// the zero time means never.
+	Deadline() time.Time
+}
+
+// Options configure a pool.
+type Options struct {
+	// Workers is the number of worker threads; default: usable CPUs.
+	Workers int
+	// NoPin leaves worker threads unpinned (they are still locked).
+	NoPin bool
+}
+
+// Pool is a set of workers running a fixed set of tasks.
+type Pool struct {
+	workers []*Worker
+	cpus    []int
+	spin    bool
+	stopped atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		err error
+	}
+}
+
+// New makes a pool of workers; Assign tasks to them, then Run.
+func New(opts Options) (*Pool, error) {
+	cpus, err := affinity.Usable()
+	if err != nil {
+		return nil, err
+	}
+	n := opts.Workers
+	if n == 0 {
+		n = len(cpus)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("sched: %d workers: need at least 1", n)
+	}
+	p := &Pool{spin: n <= len(cpus)}
+	if !opts.NoPin {
+		p.cpus = cpus
+	}
+	for i := range n {
+		p.workers = append(p.workers, &Worker{pool: p, id: i})
+	}
+	return p, nil
+}
+
+// Workers returns the pool's workers, for assigning tasks and wiring rings
+// to their doorbells.
+func (p *Pool) Workers() []*Worker { return p.workers }
+
+// Run starts every worker and waits until all their tasks are Done, a task
+// fails, or ctx is cancelled. It returns the first failure, or ctx.Err().
+func (p *Pool) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, w := range p.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run()
+		}()
+	}
+	stopWatch := context.AfterFunc(ctx, func() { p.fail(ctx.Err()) })
+	wg.Wait()
+	stopWatch()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.err
+}
+
+// fail records err (the first one wins) and stops every worker.
+func (p *Pool) fail(err error) {
+	p.mu.Lock()
+	if p.mu.err == nil {
+		p.mu.err = err
+	}
+	p.mu.Unlock()
+	p.stopped.Store(true)
+	for _, w := range p.workers {
+		w.Wake()
+	}
+}
+
+// Stop stops the pool without an error; Run returns nil.
+func (p *Pool) Stop() {
+	p.stopped.Store(true)
+	for _, w := range p.workers {
+		w.Wake()
+	}
+}
+
+// ErrPanic is wrapped by the error Run returns when a task panicked.
+var ErrPanic = errors.New("panic")
+
+// PanicError carries a recovered panic and the stack it was raised on.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack)
+}
+
+// Unwrap lets errors.Is(err, ErrPanic) match, and exposes a panicked error.
+func (e *PanicError) Unwrap() []error {
+	if err, ok := e.Value.(error); ok {
+		return []error{ErrPanic, err}
+	}
+	return []error{ErrPanic}
+}
+
+// Recover turns a panic into a *PanicError stored in *errp; use it as
+// `defer sched.Recover(&err)` in functions that run user code.
+func Recover(errp *error) {
+	if r := recover(); r != nil {
+		*errp = &PanicError{Value: r, Stack: debug.Stack()}
+	}
+}

@@ -1,0 +1,141 @@
+package sched
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ringflow/ringflow/internal/affinity"
+	"github.com/ringflow/ringflow/internal/futex"
+)
+
+// The idle ladder's rungs, in failed polls.
+const (
+	spinPolls  = 200
+	yieldPolls = 20
+)
+
+// Worker runs its tasks on one locked (and normally pinned) thread. It is
+// also the doorbell that wakes that thread: pass it as the ring.Waker of
+// every ring its tasks wait on.
+type Worker struct {
+	pool  *Pool
+	id    int
+	tasks []Task
+	bell  atomic.Uint32 // 1: rung since the worker last looked
+
+	// Statistics, written by the worker only.
+	parks atomic.Int64
+}
+
+// Add assigns t to the worker. Call before Pool.Run.
+func (w *Worker) Add(t Task) { w.tasks = append(w.tasks, t) }
+
+// ID returns the worker's index in the pool.
+func (w *Worker) ID() int { return w.id }
+
+// Parks returns how often the worker has slept on its doorbell.
+func (w *Worker) Parks() int64 { return w.parks.Load() }
+
+// Wake rings the doorbell: the worker, if asleep, wakes and polls its tasks.
+func (w *Worker) Wake() {
+	if w.bell.Swap(1) == 0 {
+		futex.Wake((*uint32)(unsafe.Pointer(&w.bell)))
+	}
+}
+
+func (w *Worker) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if w.pool.cpus != nil {
+		unpin, err := affinity.Pin(w.pool.cpus[w.id%len(w.pool.cpus)])
+		if err != nil {
+			w.pool.fail(err)
+			return
+		}
+		defer unpin()
+	}
+	live := append([]Task(nil), w.tasks...)
+	idle := 0
+	for len(live) > 0 && !w.pool.stopped.Load() {
+		var progress bool
+		var err error
+		live, progress, err = w.poll(live)
+		if err != nil {
+			w.pool.fail(err)
+			return
+		}
+		if progress {
+			idle = 0
+			continue
+		}
+		idle++
+		switch {
+		case idle < spinPolls && w.pool.spin:
+			cpuRelax()
+		case idle < spinPolls+yieldPolls:
+			runtime.Gosched()
+		default:
+			w.park(live)
+		}
+	}
+}
+
+// poll steps every live task once and drops the ones that are done.
+func (w *Worker) poll(live []Task) ([]Task, bool, error) {
+	now := time.Now()
+	progress := false
+	for i := 0; i < len(live); {
+		st, err := step(live[i], now)
+		if err != nil {
+			return live, false, err
+		}
+		switch st {
+		case Done:
+			live = append(live[:i], live[i+1:]...)
+			progress = true
+			continue
+		case Progress:
+			progress = true
+		}
+		i++
+	}
+	return live, progress, nil
+}
+
+func step(t Task, now time.Time) (st Status, err error) {
+	defer Recover(&err)
+	return t.Step(now)
+}
+
+// park sleeps until a ring rings the doorbell, a task's deadline, or the
+// pool stops; it returns at once if a task turns out to have work.
+func (w *Worker) park(live []Task) {
+	w.bell.Store(0)
+	var deadline time.Time
+	for i, t := range live {
+		if !t.PrepareToPark() {
+			for _, u := range live[:i] {
+				u.Unpark()
+			}
+			return
+		}
+		if d := t.Deadline(); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	var wait time.Duration // 0: until woken
+	if !deadline.IsZero() {
+		if wait = time.Until(deadline); wait <= 0 {
+			wait = -1
+		}
+	}
+	if wait >= 0 && !w.pool.stopped.Load() {
+		w.parks.Add(1)
+		futex.Wait((*uint32)(unsafe.Pointer(&w.bell)), 0, wait)
+	}
+	for _, t := range live {
+		t.Unpark()
+	}
+}
