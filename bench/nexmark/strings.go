@@ -33,6 +33,7 @@ func fillString(b []byte, r *javaRandom, maxLength int32, special byte) int {
 		end--
 	}
 	copy(b, b[start:end])
+	clear(b[end-start : n]) // canonical: nothing but zeros past the text
 	return end - start
 }
 
