@@ -39,10 +39,9 @@ type channel struct {
 // checkpoint is one pending checkpoint at this task.
 type checkpoint struct {
 	Barrier
-	// read: channels whose barrier was read. seen: read or peeked.
-	// recording: after the switch to unaligned, channels whose state is
-	// still being recorded.
-	read, seen, recording roaring.Bitmap
+	// read: channels whose barrier was read. recording: after the switch
+	// to unaligned, channels whose state is still being recorded.
+	read, recording roaring.Bitmap
 	// aligned counts channels that read the barrier or ended: the
 	// checkpoint is aligned when aligned == Channels.
 	aligned   int
@@ -89,9 +88,8 @@ func (a *Aligner) Pending() int { return len(a.pending) }
 // Deadline returns when the earliest alignment in progress times out, so
 // the runtime can tick then; ok is false when nothing can time out.
 func (a *Aligner) Deadline() (ns int64, ok bool) {
-	ns = math.MaxInt64
 	for _, cp := range a.pending {
-		if d, can := a.deadline(cp); can && d < ns {
+		if d, can := a.deadline(cp); can && (!ok || d < ns) {
 			ns, ok = d, true
 		}
 	}
@@ -190,12 +188,11 @@ func (a *Aligner) onBarrier(c int, b Barrier) {
 	if cp == nil {
 		return // stale
 	}
-	cp.read.Add(uint32(c))
-	cp.seen.Add(uint32(c))
-	cp.aligned++
-	if !cp.unaligned && cp.read.GetCardinality() == 1 {
+	if !cp.unaligned && cp.read.IsEmpty() {
 		cp.stats.AlignStartNs = a.nowNs
 	}
+	cp.read.Add(uint32(c))
+	cp.aligned++
 	switch {
 	case a.cfg.Mode == AtLeastOnce:
 		cp.stats.WaitedOn = c
@@ -230,7 +227,6 @@ func (a *Aligner) onPeek(c int, b Barrier) {
 	if cp == nil {
 		return
 	}
-	cp.seen.Add(uint32(c))
 	switch {
 	case cp.unaligned:
 		a.stopRecording(cp, c)

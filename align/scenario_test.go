@@ -244,9 +244,8 @@ func (h *scenario) state() []string {
 		if cp.unaligned {
 			phase = "recording"
 		}
-		out = append(out, fmt.Sprintf("checkpoint %d %s kind=%s trigger=%v read=%v seen=%v aligned=%d/%d",
-			cp.ID, phase, cp.Kind, time.Duration(cp.TriggerNs), cp.read.ToArray(), cp.seen.ToArray(),
-			cp.aligned, len(h.a.chans)))
+		out = append(out, fmt.Sprintf("checkpoint %d %s kind=%s trigger=%v read=%v aligned=%d/%d",
+			cp.ID, phase, cp.Kind, time.Duration(cp.TriggerNs), cp.read.ToArray(), cp.aligned, len(h.a.chans)))
 	}
 	if d, ok := h.a.Deadline(); ok {
 		out = append(out, fmt.Sprintf("deadline=%v", time.Duration(d)))

@@ -127,7 +127,6 @@ func (a *Aligner) release(cp *checkpoint) {
 		}
 	}
 	cp.read.Clear()
-	cp.seen.Clear()
 	cp.recording.Clear()
 	a.free = append(a.free, cp)
 }
