@@ -191,13 +191,13 @@ func (s *sim) run() {
 		s.randomStep()
 	}
 	// Drain: everything arrives, the runtime reads whatever it may, time
-	// runs out for any alignment.
+	// runs out for any alignment, and the coordinator aborts what can never
+	// finish (a channel's upstream gave it up). Then nothing may be left:
+	// every frame read, nothing pending, blocked or recording.
 	for progress := true; progress; {
 		progress = false
 		for c := range s.script {
-			for s.avail[c] < len(s.script[c]) {
-				s.avail[c]++
-			}
+			s.avail[c] = len(s.script[c])
 			s.scan(c)
 			for s.read(c) {
 				progress = true
@@ -205,6 +205,19 @@ func (s *sim) run() {
 		}
 		s.nowNs += int64(time.Second)
 		s.feed(Input{Type: InputTick, NowNs: s.nowNs})
+		if !progress && s.a.Pending() > 0 {
+			s.feed(Input{Type: InputAbort, Barrier: Barrier{ID: s.a.pending[0].ID}, NowNs: s.nowNs})
+			progress = true
+		}
+	}
+	for c := range s.script {
+		if s.readPos[c] != len(s.script[c]) || s.blocked[c] || s.recFor[c] != 0 {
+			s.fail("stuck: channel %d read %d of %d frames, blocked %v, recording %d",
+				c, s.readPos[c], len(s.script[c]), s.blocked[c], s.recFor[c])
+		}
+	}
+	if s.a.Pending() != 0 {
+		s.fail("stuck: %d checkpoints pending", s.a.Pending())
 	}
 }
 

@@ -239,9 +239,9 @@ type Stats struct {
 	// Unaligned says whether the snapshot was unaligned.
 	Unaligned bool
 	// WaitedOn is the input channel whose barrier (or END) came last: the
-	// one the task waited on longest. -1 when no channel delivered one
-	// (every channel ended before the checkpoint started, or the
-	// checkpoint was unaligned and nothing needed recording).
+	// one the task waited on longest (aligned: the one that ended the
+	// alignment; unaligned: the last whose channel state was complete).
+	// -1 if unknown.
 	WaitedOn int
 	// RecordedChannels counts the channels whose in-flight data is part
 	// of the checkpoint.
