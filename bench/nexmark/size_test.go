@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"reflect"
 	"testing"
 	"unsafe"
 )
@@ -20,4 +21,26 @@ func TestLayout(t *testing.T) {
 			t.Errorf("sizeof(%s) = %d, want %d", c.name, c.got, c.want)
 		}
 	}
+}
+
+// TestEventPointerFree checks that an Event holds no pointers of any kind,
+// so it may be copied into ring memory (DESIGN.md, invariant 5).
+func TestEventPointerFree(t *testing.T) {
+	var walk func(ty reflect.Type, path string)
+	walk = func(ty reflect.Type, path string) {
+		switch ty.Kind() {
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				f := ty.Field(i)
+				walk(f.Type, path+"."+f.Name)
+			}
+		case reflect.Array:
+			walk(ty.Elem(), path+"[]")
+		case reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float64:
+		default:
+			t.Errorf("%s is a %v, which may hold a pointer", path, ty.Kind())
+		}
+	}
+	walk(reflect.TypeOf(Event{}), "Event")
 }
