@@ -14,7 +14,7 @@ type FrameType uint8
 const (
 	FrameData      FrameType = 1 // a batch of records; Frame.Count is the record count
 	FrameBarrier   FrameType = 2 // a checkpoint barrier; see Barrier
-	FrameWatermark FrameType = 3 // an event-time watermark; see Frame.Watermark
+	FrameWatermark FrameType = 3 // an event-time watermark; aux bit 0 marks the stream idle
 	FrameEnd       FrameType = 4 // no more frames follow
 	FramePad       FrameType = 5 // fills the tail of the data region before a wrap
 )
@@ -96,9 +96,8 @@ func (f Frame) Watermark() int64 {
 	return int64(binary.LittleEndian.Uint64(f.Payload))
 }
 
-// Size returns the number of ring bytes the frame occupies, header and
-// alignment padding included.
-func (f Frame) Size(start uint64) uint64 { return f.end - start }
+// Idle reports whether a WATERMARK frame marks its stream idle.
+func (f Frame) Idle() bool { return f.Type == FrameWatermark && f.Count&1 != 0 }
 
 func encodeBarrier(dst []byte, b Barrier) {
 	binary.LittleEndian.PutUint64(dst[0:], b.ID)

@@ -360,3 +360,22 @@ func TestSteadyStateAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per write/read round, want 0", allocs)
 	}
 }
+
+func TestIdleWatermarkAndRoom(t *testing.T) {
+	r := newRing(t, 4096)
+	w, rd := r.Writer(), r.Reader()
+	if !w.Room(1000) || w.Room(r.Capacity()-r.Reserve()) {
+		t.Fatalf("Room on an empty ring: 1000 bytes %v, capacity-reserve %v", w.Room(1000), w.Room(r.Capacity()-r.Reserve()))
+	}
+	w.WriteIdle(5)
+	w.WriteWatermark(6)
+	w.Flush()
+	f, _ := rd.Next()
+	if !f.Idle() || f.Watermark() != 5 {
+		t.Fatalf("idle frame: idle=%v wm=%d", f.Idle(), f.Watermark())
+	}
+	f, _ = rd.Next()
+	if f.Idle() || f.Watermark() != 6 {
+		t.Fatalf("plain watermark: idle=%v wm=%d", f.Idle(), f.Watermark())
+	}
+}

@@ -45,14 +45,7 @@ func (rd *Reader) Wait(deadline time.Time) error {
 // writer never sleeps on frames its reader cannot see.
 func (w *Writer) Wait(n int, deadline time.Time) error {
 	w.Flush()
-	size := frameSize(uint64(n))
-	ready := func() bool {
-		tail := w.r.capacity - w.pos&w.r.mask
-		if size > tail {
-			return w.room(tail+size, w.r.reserve)
-		}
-		return w.room(size, w.r.reserve)
-	}
+	ready := func() bool { return w.Room(n) }
 	return ladder(ready, w.r.prodParked, w.r.consPos, func() uint64 { return w.cachedCons }, deadline)
 }
 
@@ -138,12 +131,7 @@ func (rd *Reader) Unpark() { rd.r.consParked.Store(0) }
 func (w *Writer) PrepareToPark(n int) bool {
 	w.Flush()
 	w.r.prodParked.Store(1)
-	size := frameSize(uint64(n))
-	tail := w.r.capacity - w.pos&w.r.mask
-	if size > tail {
-		size += tail
-	}
-	if w.room(size, w.r.reserve) {
+	if w.Room(n) {
 		w.r.prodParked.Store(0)
 		return false
 	}

@@ -39,22 +39,33 @@ func (w *Writer) room(need, keep uint64) bool {
 	return w.pos+need+keep-w.cachedCons <= w.r.capacity
 }
 
+// fits reports whether a frame of size bytes fits outside the last keep
+// bytes of free space, counting the pad a wrap would need.
+func (w *Writer) fits(size, keep uint64) bool {
+	if tail := w.r.capacity - w.pos&w.r.mask; size > tail {
+		size += tail
+	}
+	return w.room(size, keep)
+}
+
 // place makes room for a frame of size bytes outside the last keep bytes of
 // free space, padding the tail of the data region if the frame would cross
 // the wrap. It returns the index the frame starts at, or false.
 func (w *Writer) place(size, keep uint64) (uint64, bool) {
-	idx := w.pos & w.r.mask
-	tail := w.r.capacity - idx
-	if size <= tail {
-		return idx, w.room(size, keep)
-	}
-	if !w.room(tail+size, keep) {
+	if !w.fits(size, keep) {
 		return 0, false
 	}
-	*(*uint64)(w.r.at(idx)) = header(uint32(tail-frameHeaderSize), FramePad, 0)
-	w.pos += tail
-	return 0, true
+	idx := w.pos & w.r.mask
+	if tail := w.r.capacity - idx; size > tail {
+		*(*uint64)(w.r.at(idx)) = header(uint32(tail-frameHeaderSize), FramePad, 0)
+		w.pos += tail
+		idx = 0
+	}
+	return idx, true
 }
+
+// Room reports whether a DATA frame of n payload bytes fits now.
+func (w *Writer) Room(n int) bool { return w.fits(frameSize(uint64(n)), w.r.reserve) }
 
 // Reserve opens a DATA frame with room for n payload bytes and returns that
 // room, in ring memory, for the caller to write records into. It returns nil
@@ -124,10 +135,19 @@ func (w *Writer) WriteBarrier(b Barrier) bool {
 
 // WriteWatermark appends a WATERMARK frame carrying event time t. Like data,
 // it may not use the control reserve.
-func (w *Writer) WriteWatermark(t int64) bool {
+func (w *Writer) WriteWatermark(t int64) bool { return w.writeWatermark(t, 0) }
+
+// WriteIdle appends a WATERMARK frame that marks the stream idle: until the
+// next plain watermark, the reader should not wait for it. t is the stream's
+// watermark so far.
+func (w *Writer) WriteIdle(t int64) bool { return w.writeWatermark(t, 1) }
+
+func (w *Writer) writeWatermark(t int64, aux uint32) bool {
 	p, ok := w.control(FrameWatermark, watermarkPayload, w.r.reserve)
 	if ok {
 		binary.LittleEndian.PutUint64(p, uint64(t))
+		*(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(p)), -frameHeaderSize)) =
+			header(watermarkPayload, FrameWatermark, aux)
 	}
 	return ok
 }
