@@ -100,6 +100,13 @@ func (a *Aligner) Deadline() (ns int64, ok bool) {
 // the runtime reads any further frame. The slice is valid until the next
 // call. On error (wrapping ErrBadInput) the state is unchanged and there
 // are no actions.
+//
+// Order within one step: a checkpoint dropped by this input is aborted
+// (after stopping its recordings and unblocking its channels) before
+// anything of a newer one; a checkpoint's OpSnapshot comes before its
+// OpForward, which comes before its unblocks and recordings; OpComplete
+// comes after its snapshot and its last OpStopRecord; OpEndOfInput is last,
+// after the forward of any barrier the final END completed.
 func (a *Aligner) Step(in Input) ([]Action, error) {
 	a.out = a.out[:0]
 	if err := a.check(in); err != nil {

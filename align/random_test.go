@@ -329,6 +329,7 @@ func (s *sim) feed(in Input) {
 	if !slices.Equal(got, want) {
 		s.fail("step %v: aligner did %v, naive aligner %v", in, got, want)
 	}
+	s.checkOrder(acts)
 	for _, act := range acts {
 		s.execute(act)
 	}
@@ -340,6 +341,48 @@ func (s *sim) feed(in Input) {
 		if s.recFor[c] != s.a.Recording(c) || s.recFor[c] != s.naive.recordingFor(c) {
 			s.fail("channel %d: recording by actions %d, Recording() %d, naive %d",
 				c, s.recFor[c], s.a.Recording(c), s.naive.recordingFor(c))
+		}
+	}
+}
+
+// checkOrder checks the order Step promises within one step.
+func (s *sim) checkOrder(acts []Action) {
+	type key struct {
+		op Op
+		id uint64
+	}
+	at := map[key]int{}
+	for i, act := range acts {
+		if act.Op == OpEndOfInput && i != len(acts)-1 {
+			s.fail("end-of-input before other actions: %v", acts)
+		}
+		at[key{act.Op, act.Barrier.ID}] = i
+	}
+	for i, act := range acts {
+		id := act.Barrier.ID
+		snap, hasSnap := at[key{OpSnapshot, id}]
+		fwd, hasFwd := at[key{OpForward, id}]
+		if hasSnap != hasFwd || hasSnap && snap > fwd {
+			s.fail("snapshot and forward of %d out of order: %v", id, acts)
+		}
+		switch act.Op {
+		case OpUnblock, OpRecord, OpComplete:
+			if hasFwd && i < fwd {
+				s.fail("%v before the forward of %d: %v", act, id, acts)
+			}
+		case OpStopRecord:
+			if c, ok := at[key{OpComplete, id}]; ok && c < i {
+				s.fail("%v after the completion: %v", act, acts)
+			}
+			if ab, ok := at[key{OpAbort, id}]; ok && ab < i {
+				s.fail("%v after the abort: %v", act, acts)
+			}
+		case OpAbort:
+			for j := i + 1; j < len(acts); j++ {
+				if older := acts[j].Barrier.ID; older != 0 && older < id {
+					s.fail("%v of an older checkpoint after %v: %v", acts[j], act, acts)
+				}
+			}
 		}
 	}
 }
