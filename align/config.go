@@ -60,7 +60,7 @@ var ErrInvalidConfig = errors.New("align: invalid config")
 
 // ErrBadInput is wrapped by every error Step returns: the runtime fed an
 // input that cannot happen on a correct ring (a barrier on a blocked or
-// ended channel, the same barrier read twice, time going backwards...).
+// ended channel, the same barrier read twice, an id of 0...).
 var ErrBadInput = errors.New("align: bad input")
 
 // unaligned reports whether the config allows unaligned checkpoints.

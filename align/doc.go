@@ -64,8 +64,9 @@
 // later). Inputs that cannot happen on a correct ring are errors wrapping
 // ErrBadInput and change nothing: a channel out of range, a read of a
 // blocked channel, anything after END, the same barrier read twice, a
-// barrier peeked after it was read, id 0, an unknown kind, time going
-// backwards. New rejects invalid Configs with ErrInvalidConfig: unaligned
+// barrier peeked after it was read, id 0, an unknown kind. (Time going
+// backwards is not an error: trigger times are wall-clock, and a wall clock
+// may step back; it counts as no time passing.) New rejects invalid Configs with ErrInvalidConfig: unaligned
 // checkpoints (AlignmentTimeout >= 0) need exactly-once and MaxConcurrent 1.
 //
 // Kinds: KindAligned may time out; KindSavepoint never does; KindUnaligned

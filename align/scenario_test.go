@@ -236,7 +236,7 @@ func (h *scenario) state() []string {
 		}
 	}
 	out := []string{
-		fmt.Sprintf("now=%v blocked=[%s] recording=[%s] ended=[%s]", time.Duration(h.nowNs),
+		fmt.Sprintf("now=%v blocked=[%s] recording=[%s] ended=[%s]", time.Duration(h.a.nowNs),
 			strings.Join(blocked, " "), strings.Join(recording, " "), strings.Join(ended, " ")),
 	}
 	for _, cp := range h.a.pending {

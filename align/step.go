@@ -42,7 +42,8 @@ type Barrier struct {
 	// ID is the checkpoint id; ids start at 1 and grow.
 	ID uint64
 	// TriggerNs is when the coordinator triggered the checkpoint, in
-	// nanoseconds on the clock that also gives Input.NowNs.
+	// nanoseconds on the clock that also gives Input.NowNs (ring barriers
+	// carry wall-clock time: time.Time.UnixNano).
 	TriggerNs int64
 	// Kind is the checkpoint kind.
 	Kind Kind
@@ -90,7 +91,8 @@ type Input struct {
 	Channel int
 	// Barrier is the barrier seen; for InputAbort only ID is used.
 	Barrier Barrier
-	// NowNs is the current time; it never goes backwards.
+	// NowNs is the current time, on the clock of Barrier.TriggerNs. A time
+	// before an earlier input's counts as that earlier time.
 	NowNs int64
 }
 
