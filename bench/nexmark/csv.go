@@ -33,15 +33,17 @@ func AppendQ1Row(dst []byte, b *Bid) []byte {
 // AppendEuros appends 0.908 * price with exactly three decimals, as Flink's
 // DECIMAL(23, 3) prints it. 0.908 * price is price*908 thousandths exactly,
 // so integer arithmetic gives the exact value, where float64 would print
-// e.g. 0.908*1001 as 908.9079999999999. Prices up to about 1e16 fit.
+// e.g. 0.908*1001 as 908.9079999999999. Splitting price into thousands and
+// a remainder keeps every int64 price exact (no overflow).
 func AppendEuros(dst []byte, price int64) []byte {
-	milli := price * 908
-	if milli < 0 {
+	m := uint64(price)
+	if price < 0 {
 		dst = append(dst, '-')
-		milli = -milli
+		m = -m // NB: correct for MinInt64 too, in uint64
 	}
-	dst = strconv.AppendInt(dst, milli/1000, 10)
-	frac := milli % 1000
+	q, r := m/1000, m%1000 // 0.908*m = q*908 + r*908/1000
+	dst = strconv.AppendUint(dst, q*908+r*908/1000, 10)
+	frac := r * 908 % 1000
 	return append(dst, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
 

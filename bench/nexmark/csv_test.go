@@ -1,6 +1,11 @@
 package nexmark
 
-import "testing"
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"testing"
+)
 
 func TestAppendEuros(t *testing.T) {
 	for _, c := range []struct {
@@ -14,9 +19,28 @@ func TestAppendEuros(t *testing.T) {
 		{12345, "11209.260"},
 		{100_000_000, "90800000.000"},
 		{-5, "-4.540"},
+		{math.MaxInt64, "8374821809464136432.756"},
+		{math.MinInt64, "-8374821809464136433.664"},
 	} {
 		if got := string(AppendEuros(nil, c.price)); got != c.want {
 			t.Errorf("AppendEuros(%d) = %s, want %s", c.price, got, c.want)
+		}
+	}
+}
+
+// TestAppendEurosBig checks AppendEuros against arbitrary precision.
+func TestAppendEurosBig(t *testing.T) {
+	for _, p := range []int64{0, 999, 1000, 1999, 123456789, 1e16, 1e17, -1e18, math.MaxInt64 - 1} {
+		v := new(big.Int).Mul(big.NewInt(p), big.NewInt(908))
+		sign := ""
+		if v.Sign() < 0 {
+			sign = "-"
+			v.Neg(v)
+		}
+		q, r := new(big.Int).QuoRem(v, big.NewInt(1000), new(big.Int))
+		want := fmt.Sprintf("%s%s.%03d", sign, q, r.Int64())
+		if got := string(AppendEuros(nil, p)); got != want {
+			t.Errorf("AppendEuros(%d) = %s, want %s", p, got, want)
 		}
 	}
 }

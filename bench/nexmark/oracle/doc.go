@@ -29,6 +29,9 @@
 // source's watermark, which holds for the generator: each split's event
 // times never decrease.
 //
+// Only the member of each event that its Kind names is read; events of no
+// Kind hold nothing and are skipped.
+//
 // Rows come in a deterministic order, stated per function, which need not
 // be the engine's: compare with Diff, which ignores order.
 package oracle
