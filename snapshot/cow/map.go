@@ -63,6 +63,8 @@ type Map[K comparable, V any] struct {
 	tables []table[K, V] // tables[kg-kgs.Start]
 	n      int
 
+	prefetched int // see Prefetch
+
 	version  uint64 // current version; pages written now get this version
 	required uint64 // highest snapshot version that may still be read; 0: none
 	pages    pagePool[K, V]
@@ -175,16 +177,42 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 	if invariants.Enabled {
 		m.checkHash(h, k)
 	}
+	if t := m.table(h); t != nil && len(t.dir) != 0 {
+		// NB: the probe loop is written out here and in UpsertHashed
+		// rather than calling find: it keeps the per-record path free of
+		// calls.
+		for i := t.home(h); ; i = (i + 1) & t.mask {
+			r := &t.dir[i>>pageShift]
+			si := i & pageMask
+			if !r.occupied(si) {
+				break
+			}
+			if s := &r.p.slots[si]; s.key == k {
+				return s.val, true
+			}
+		}
+	}
 	var zero V
-	t := m.table(h)
-	if t == nil {
-		return zero, false
+	return zero, false
+}
+
+// Prefetch reads, for each hash, the first slot a lookup of that hash
+// probes, and nothing else. Called on a batch of hashes before the batch's
+// GetHashed/UpsertHashed calls, it lets the CPU overlap the batch's cache
+// and TLB misses instead of taking them one record at a time (the records
+// are independent, so the loads issue in parallel). It has no other effect.
+func (m *Map[K, V]) Prefetch(hashes []uint64) {
+	var zero K
+	n := 0
+	for _, h := range hashes {
+		if t := m.table(h); t != nil && len(t.dir) != 0 {
+			i := t.home(h)
+			if t.dir[i>>pageShift].p.slots[i&pageMask].key == zero {
+				n++
+			}
+		}
 	}
-	i, ok := t.find(h, k)
-	if !ok {
-		return zero, false
-	}
-	return t.slotAt(i).val, true
+	m.prefetched += n // NB: keeps the loads from being optimised away
 }
 
 // Put sets k's value.
@@ -220,21 +248,36 @@ func (m *Map[K, V]) UpsertHashed(h uint64, k K) (*V, error) {
 		return nil, m.notOwned(h)
 	}
 	t.written = m.version
-	i, found := t.find(h, k)
-	if !found {
-		if t.n >= t.growAt {
-			m.grow(t)
-			i, _ = t.find(h, k)
+	if len(t.dir) != 0 {
+		for i := t.home(h); ; i = (i + 1) & t.mask {
+			r := &t.dir[i>>pageShift]
+			si := i & pageMask
+			if !r.occupied(si) {
+				break
+			}
+			if s := &r.p.slots[si]; s.key == k {
+				if r.ver <= m.required {
+					return &m.writableSlot(t, i).val, nil // copy on write
+				}
+				return &s.val, nil
+			}
 		}
-		s := m.writableSlot(t, i)
-		p := t.dir[i>>pageShift].p
-		p.occ[(i&pageMask)>>6] |= 1 << (i & 63)
-		s.key = k
-		t.n++
-		m.n++
-		return &s.val, nil
 	}
-	return &m.writableSlot(t, i).val, nil
+	return m.insert(t, h, k), nil
+}
+
+// insert adds absent key k with the zero value and returns its value slot.
+func (m *Map[K, V]) insert(t *table[K, V], h uint64, k K) *V {
+	if t.n >= t.growAt {
+		m.grow(t)
+	}
+	i, _ := t.find(h, k)
+	s := m.writableSlot(t, i)
+	t.dir[i>>pageShift].setOccupied(i & pageMask)
+	s.key = k
+	t.n++
+	m.n++
+	return &s.val
 }
 
 // writableSlot returns slot i of t after making its page (and t's directory)
@@ -286,7 +329,7 @@ func (m *Map[K, V]) removeAt(t *table[K, V], i uint64) {
 		}
 	}
 	*m.writableSlot(t, i) = slot[K, V]{}
-	t.dir[i>>pageShift].p.occ[(i&pageMask)>>6] &^= 1 << (i & 63)
+	t.dir[i>>pageShift].clearOccupied(i & pageMask)
 	t.n--
 	m.n--
 }

@@ -241,7 +241,7 @@ func (m *Map[K, V]) copyPage(t *table[K, V], pi uint64) {
 	old := t.dir[pi]
 	p := m.allocPage()
 	*p = *old.p
-	t.dir[pi] = pageRef[K, V]{p: p, ver: m.version}
+	t.dir[pi].p, t.dir[pi].ver = p, m.version
 	m.drop(old)
 	m.stats.PagesCopied++
 }
@@ -286,8 +286,8 @@ func (t *table[K, V]) insertNew(h uint64, k K, v V) {
 	for t.occupied(i) {
 		i = (i + 1) & t.mask
 	}
-	p := t.dir[i>>pageShift].p
-	p.occ[(i&pageMask)>>6] |= 1 << (i & 63)
-	p.slots[i&pageMask] = slot[K, V]{key: k, val: v}
+	r := &t.dir[i>>pageShift]
+	r.setOccupied(i & pageMask)
+	r.p.slots[i&pageMask] = slot[K, V]{key: k, val: v}
 	t.n++
 }

@@ -23,21 +23,29 @@ type slot[K comparable, V any] struct {
 	val V
 }
 
-// page is the unit of copy-on-write. Its occupancy bitmap comes first so
-// that a probe touches one bitmap line per page plus the slot's own line.
+// page is the unit of copy-on-write: pageSlots entries and nothing else, so
+// that for 16-byte entries it is exactly one 4 KiB allocation size class.
 type page[K comparable, V any] struct {
-	occ   [occWords]uint64
 	slots [pageSlots]slot[K, V]
 }
 
-func (p *page[K, V]) occupied(si uint64) bool { return p.occ[si>>6]&(1<<(si&63)) != 0 }
-
-// pageRef is one directory entry: a page and the version at which it was
-// allocated or copied. It is writable in place iff ver > Map.required.
+// pageRef is one directory entry: a page, its occupancy bitmap, and the
+// version at which the page was allocated or copied. The page and the
+// bitmap are writable in place iff ver > Map.required.
+//
+// NB: the bitmap lives in the directory, not the page, so a probe reads the
+// small, cache-resident directory and then exactly one slot's cache line.
+// The bitmap is copied with the directory, and a snapshot's directory
+// keeps the bitmap of its frozen pages.
 type pageRef[K comparable, V any] struct {
 	p   *page[K, V]
 	ver uint64
+	occ [occWords]uint64
 }
+
+func (r *pageRef[K, V]) occupied(si uint64) bool { return r.occ[si>>6]&(1<<(si&63)) != 0 }
+func (r *pageRef[K, V]) setOccupied(si uint64)   { r.occ[si>>6] |= 1 << (si & 63) }
+func (r *pageRef[K, V]) clearOccupied(si uint64) { r.occ[si>>6] &^= 1 << (si & 63) }
 
 // table is one key group's open-addressing hash table (linear probing,
 // backward-shift deletion, no tombstones), split into pages through a
@@ -59,7 +67,7 @@ func (t *table[K, V]) capacity() int { return len(t.dir) * pageSlots }
 func (t *table[K, V]) home(h uint64) uint64 { return (h * fibMul) >> t.shift }
 
 func (t *table[K, V]) occupied(i uint64) bool {
-	return t.dir[i>>pageShift].p.occupied(i & pageMask)
+	return t.dir[i>>pageShift].occupied(i & pageMask)
 }
 
 func (t *table[K, V]) slotAt(i uint64) *slot[K, V] {
@@ -74,12 +82,12 @@ func (t *table[K, V]) find(h uint64, k K) (uint64, bool) {
 	}
 	i := t.home(h)
 	for {
-		p := t.dir[i>>pageShift].p
+		r := &t.dir[i>>pageShift]
 		si := i & pageMask
-		if !p.occupied(si) {
+		if !r.occupied(si) {
 			return i, false
 		}
-		if p.slots[si].key == k {
+		if r.p.slots[si].key == k {
 			return i, true
 		}
 		i = (i + 1) & t.mask
@@ -107,8 +115,9 @@ func capacityFor(n int) int {
 // all calls yield for every entry in slot order until yield returns false.
 // Read-only.
 func (t *table[K, V]) all(yield func(K, V) bool) {
-	for _, r := range t.dir {
-		for w, word := range r.p.occ {
+	for ri := range t.dir {
+		r := &t.dir[ri]
+		for w, word := range r.occ {
 			for word != 0 {
 				si := w*64 + bits.TrailingZeros64(word)
 				word &= word - 1

@@ -1,0 +1,182 @@
+package cow
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ringflow/ringflow/keygroups"
+)
+
+// benchState is a key set of n random uint64 keys, a Go map and a cow Map
+// both holding all of them, and a fixed stream of accesses to replay.
+type benchState struct {
+	n      int
+	keys   []uint64 // access stream, uniform over the key set
+	hashes []uint64 // keygroups.HashUint64 of keys[i]
+	gomap  map[uint64]int64
+	cow    *Map[uint64, int64]
+}
+
+const benchStream = 1 << 22 // accesses replayed round-robin (32 MiB of keys+hashes)
+
+func newBenchState(b *testing.B, n int) *benchState {
+	r := rand.New(rand.NewPCG(1, uint64(n)))
+	set := make([]uint64, n)
+	for i := range set {
+		set[i] = r.Uint64()
+	}
+	s := &benchState{n: n, gomap: make(map[uint64]int64, n), cow: newCounters(b, 128, keygroups.Range{})}
+	for _, k := range set {
+		s.gomap[k] = 1
+		if err := s.cow.Put(k, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.keys, s.hashes = make([]uint64, benchStream), make([]uint64, benchStream)
+	for i := range s.keys {
+		s.keys[i] = set[r.IntN(n)]
+		s.hashes[i] = keygroups.HashUint64(s.keys[i])
+	}
+	return s
+}
+
+var benchSizes = []int{100_000, 1_000_000, 10_000_000}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("keys=%dM", n/1_000_000)
+	default:
+		return fmt.Sprintf("keys=%dk", n/1000)
+	}
+}
+
+// BenchmarkUpdate increments a random existing key's counter: the
+// keyed-count hot path. gomap is `m[k]++` on a map[uint64]int64; cow hashes
+// with keygroups.HashUint64 and upserts; cow-prehashed takes the hash the
+// partitioner already computed, as the engine does.
+func BenchmarkUpdate(b *testing.B) {
+	for _, n := range benchSizes {
+		s := newBenchState(b, n)
+		b.Run(sizeName(n)+"/gomap", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				s.gomap[s.keys[i&(benchStream-1)]]++
+			}
+		})
+		b.Run(sizeName(n)+"/cow", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				k := s.keys[i&(benchStream-1)]
+				p, _ := s.cow.UpsertHashed(keygroups.HashUint64(k), k)
+				*p++
+			}
+		})
+		b.Run(sizeName(n)+"/cow-prehashed", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				j := i & (benchStream - 1)
+				p, _ := s.cow.UpsertHashed(s.hashes[j], s.keys[j])
+				*p++
+			}
+		})
+		b.Run(sizeName(n)+"/cow-prefetch-batch=256", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				j := i & (benchStream - 1)
+				if j&255 == 0 {
+					s.cow.Prefetch(s.hashes[j : j+256])
+				}
+				p, _ := s.cow.UpsertHashed(s.hashes[j], s.keys[j])
+				*p++
+			}
+		})
+	}
+}
+
+var benchSink int64
+
+// BenchmarkGet reads a random existing key.
+func BenchmarkGet(b *testing.B) {
+	for _, n := range benchSizes {
+		s := newBenchState(b, n)
+		b.Run(sizeName(n)+"/gomap", func(b *testing.B) {
+			var sum int64
+			for i := 0; b.Loop(); i++ {
+				sum += s.gomap[s.keys[i&(benchStream-1)]]
+			}
+			benchSink = sum
+		})
+		b.Run(sizeName(n)+"/cow", func(b *testing.B) {
+			var sum int64
+			for i := 0; b.Loop(); i++ {
+				k := s.keys[i&(benchStream-1)]
+				v, _ := s.cow.GetHashed(keygroups.HashUint64(k), k)
+				sum += v
+			}
+			benchSink = sum
+		})
+	}
+}
+
+// BenchmarkUpdateWithSnapshots is BenchmarkUpdate/cow-prehashed with a
+// Freeze every `every` updates, the previous snapshot released at each
+// Freeze (as if written out in the meantime): the amortised copy-on-write
+// cost.
+func BenchmarkUpdateWithSnapshots(b *testing.B) {
+	for _, n := range benchSizes[:2] {
+		s := newBenchState(b, n)
+		for _, every := range []int{1 << 20, 1 << 23} {
+			b.Run(fmt.Sprintf("%s/freeze-every=%d", sizeName(n), every), func(b *testing.B) {
+				b.ReportAllocs()
+				var prev *Snapshot[uint64, int64]
+				for i := 0; b.Loop(); i++ {
+					if i%every == 0 {
+						if prev != nil {
+							prev.Release()
+						}
+						prev = s.cow.Freeze()
+					}
+					j := i & (benchStream - 1)
+					p, _ := s.cow.UpsertHashed(s.hashes[j], s.keys[j])
+					*p++
+				}
+				prev.Release()
+				st := s.cow.Stats()
+				b.ReportMetric(float64(st.PagesCopied)/float64(st.Freezes), "pagecopies/freeze")
+			})
+		}
+	}
+}
+
+// BenchmarkFreeze is the synchronous part of a snapshot: it must not grow
+// with the number of keys.
+func BenchmarkFreeze(b *testing.B) {
+	for _, n := range benchSizes[1:] {
+		s := newBenchState(b, n)
+		b.Run(sizeName(n), func(b *testing.B) {
+			b.ReportAllocs()
+			before := s.cow.Stats()
+			for b.Loop() {
+				s.cow.Freeze().Release()
+			}
+			after := s.cow.Stats()
+			b.ReportMetric(float64(after.KeyGroupsFrozen-before.KeyGroupsFrozen)/float64(after.Freezes-before.Freezes), "kgs/op")
+		})
+	}
+}
+
+// BenchmarkAppendKeyGroup is the background write-out of one frozen key
+// group of a 1M-key map (about 7800 entries).
+func BenchmarkAppendKeyGroup(b *testing.B) {
+	s := newBenchState(b, 1_000_000)
+	snap := s.cow.Freeze()
+	defer snap.Release()
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		buf, _ = snap.AppendKeyGroup(buf[:0], i&127)
+	}
+	b.SetBytes(int64(len(buf)))
+}

@@ -1,0 +1,397 @@
+package cow
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/ringflow/ringflow/keygroups"
+)
+
+func TestConfigErrors(t *testing.T) {
+	good := counterConfig(128, keygroups.Range{})
+	cases := map[string]func(*Config[uint64, int64]){
+		"nil hash":        func(c *Config[uint64, int64]) { c.Hash = nil },
+		"maxP negative":   func(c *Config[uint64, int64]) { c.MaxParallelism = -1 },
+		"maxP too large":  func(c *Config[uint64, int64]) { c.MaxParallelism = 40_000 },
+		"range past maxP": func(c *Config[uint64, int64]) { c.KeyGroups = keygroups.Range{Start: 100, End: 129} },
+		"range negative":  func(c *Config[uint64, int64]) { c.KeyGroups = keygroups.Range{Start: -1, End: 3} },
+		"range empty":     func(c *Config[uint64, int64]) { c.KeyGroups = keygroups.Range{Start: 5, End: 5} },
+	}
+	for name, mutate := range cases {
+		c := good
+		mutate(&c)
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: New = %v, want ErrConfig", name, err)
+		}
+	}
+	c := good
+	c.MaxParallelism = 0
+	m, err := New(c)
+	if err != nil || m.MaxParallelism() != keygroups.DefaultMaxParallelism || m.KeyGroups() != (keygroups.Range{Start: 0, End: 128}) {
+		t.Fatalf("defaults: %v, maxP %d, range %v", err, m.MaxParallelism(), m.KeyGroups())
+	}
+}
+
+// keyIn returns the first key >= from whose key group is kg (under maxP).
+func keyIn(kg, maxP int, from uint64) uint64 {
+	for k := from; ; k++ {
+		if keygroups.OfUint64(k, maxP) == kg {
+			return k
+		}
+	}
+}
+
+func TestKeyOutsideRange(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{Start: 0, End: 64})
+	k := keyIn(100, 128, 0)
+	if _, err := m.Upsert(k); !errors.Is(err, ErrKeyGroupNotOwned) {
+		t.Fatalf("Upsert of a key in kg 100 = %v, want ErrKeyGroupNotOwned", err)
+	}
+	if err := m.Put(k, 1); !errors.Is(err, ErrKeyGroupNotOwned) {
+		t.Fatalf("Put of a key in kg 100 = %v, want ErrKeyGroupNotOwned", err)
+	}
+	if _, ok := m.Get(k); ok || m.Delete(k) || m.Len() != 0 || m.KeyGroupLen(100) != 0 {
+		t.Fatal("a key outside the range changed or was found in the map")
+	}
+	if n := m.DeleteFunc(100, func(uint64, int64) bool { return true }); n != 0 {
+		t.Fatalf("DeleteFunc on a key group not held removed %d", n)
+	}
+}
+
+func TestHotPathDoesNotAllocate(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{})
+	keys := make([]uint64, 10_000)
+	hashes := make([]uint64, len(keys))
+	for i := range keys {
+		keys[i], hashes[i] = uint64(i), keygroups.HashUint64(uint64(i))
+		if err := m.Put(keys[i], 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	i := 0
+	n := testing.AllocsPerRun(10_000, func() {
+		j := i % len(keys)
+		i++
+		p, _ := m.UpsertHashed(hashes[j], keys[j])
+		*p++
+		q, _ := m.Upsert(keys[j])
+		*q++
+		if v, _ := m.GetHashed(hashes[j], keys[j]); v == 0 {
+			t.Fatal("lost an update")
+		}
+		m.Prefetch(hashes[j : j+1])
+	})
+	if n != 0 {
+		t.Fatalf("per-record operations allocate %v times per run", n)
+	}
+}
+
+func fillCounters(t testing.TB, m *Map[uint64, int64], n int) {
+	for k := range uint64(n) {
+		if err := m.Put(k, int64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// freezeCost returns the allocations and heap bytes of one Freeze+Release
+// and the Stats delta of one Freeze.
+func freezeCost(t *testing.T, m *Map[uint64, int64]) (allocs float64, bytes uint64, d Stats) {
+	allocs = testing.AllocsPerRun(50, func() { m.Freeze().Release() })
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 200
+	for range runs {
+		m.Freeze().Release()
+	}
+	runtime.ReadMemStats(&after)
+	s0 := m.Stats()
+	m.Freeze().Release()
+	s1 := m.Stats()
+	d = Stats{
+		KeyGroupsFrozen: s1.KeyGroupsFrozen - s0.KeyGroupsFrozen,
+		PagesCopied:     s1.PagesCopied - s0.PagesCopied,
+		DirsCopied:      s1.DirsCopied - s0.DirsCopied,
+		PagesAllocated:  s1.PagesAllocated - s0.PagesAllocated,
+	}
+	return allocs, (after.TotalAlloc - before.TotalAlloc) / runs, d
+}
+
+// TestFreezeCostIndependentOfSize counts Freeze's work (headers captured,
+// pages and directories copied, allocations, bytes) at two sizes 300x
+// apart: it must be identical, and proportional to the key groups only.
+func TestFreezeCostIndependentOfSize(t *testing.T) {
+	small, large := newCounters(t, 128, keygroups.Range{}), newCounters(t, 128, keygroups.Range{})
+	fillCounters(t, small, 1_000)
+	fillCounters(t, large, 300_000)
+	as, bs, ds := freezeCost(t, small)
+	al, bl, dl := freezeCost(t, large)
+	t.Logf("small: %v allocs %d B %+v; large: %v allocs %d B %+v", as, bs, ds, al, bl, dl)
+	want := Stats{KeyGroupsFrozen: 128}
+	if ds != want || dl != want {
+		t.Fatalf("Freeze did more than capture 128 key groups: small %+v, large %+v", ds, dl)
+	}
+	if as != al {
+		t.Fatalf("Freeze allocates %v times at 1k keys, %v at 300k", as, al)
+	}
+	// NB: bytes may differ by a few words of unrelated runtime allocation;
+	// a size-dependent Freeze would differ by megabytes.
+	if bl > bs+bs/8 || bs > bl+bl/8 {
+		t.Fatalf("Freeze allocates %d B at 1k keys, %d B at 300k", bs, bl)
+	}
+	if bl > 64<<10 {
+		t.Fatalf("Freeze allocates %d B for 128 key groups", bl)
+	}
+}
+
+// TestWriteAfterFreezeCopiesOnePage: the first write to a frozen page copies
+// that page and its key group's directory, later writes to it copy nothing,
+// and the snapshot keeps the old value.
+func TestWriteAfterFreezeCopiesOnePage(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{})
+	fillCounters(t, m, 100_000)
+	snap := m.Freeze()
+	k := uint64(12345)
+	s0 := m.Stats()
+	for range 3 {
+		p, _ := m.Upsert(k)
+		*p += 1000
+	}
+	s1 := m.Stats()
+	if s1.PagesCopied-s0.PagesCopied != 1 || s1.DirsCopied-s0.DirsCopied != 1 {
+		t.Fatalf("3 writes to one frozen key copied %d pages, %d dirs; want 1, 1",
+			s1.PagesCopied-s0.PagesCopied, s1.DirsCopied-s0.DirsCopied)
+	}
+	// A key in another key group: one more page and directory.
+	other := keyIn((keygroups.OfUint64(k, 128)+1)%128, 128, 0)
+	if err := m.Put(other, -1); err != nil {
+		t.Fatal(err)
+	}
+	s2 := m.Stats()
+	if s2.PagesCopied-s1.PagesCopied != 1 || s2.DirsCopied-s1.DirsCopied != 1 {
+		t.Fatalf("a write in a second key group copied %d pages, %d dirs", s2.PagesCopied-s1.PagesCopied, s2.DirsCopied-s1.DirsCopied)
+	}
+	if v, _ := snap.Get(k); v != int64(k) {
+		t.Fatalf("snapshot sees %d for key %d, want the frozen %d", v, k, k)
+	}
+	if v, _ := snap.Get(other); v != int64(other) {
+		t.Fatalf("snapshot sees %d for key %d, want the frozen %d", v, other, other)
+	}
+	if v, _ := m.Get(k); v != int64(k)+3000 {
+		t.Fatalf("map sees %d for key %d, want %d", v, k, k+3000)
+	}
+	snap.Release()
+}
+
+// TestSteadyStateReusesPages: checkpoint cycles that rewrite every key stop
+// taking pages from the heap once released snapshots' pages come back.
+func TestSteadyStateReusesPages(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{})
+	fillCounters(t, m, 50_000)
+	var allocated []uint64
+	for range 8 {
+		s := m.Freeze()
+		for k := range uint64(50_000) {
+			p, _ := m.Upsert(k)
+			*p++
+		}
+		s.Release()
+		allocated = append(allocated, m.Stats().PagesAllocated)
+	}
+	if n := len(allocated); allocated[n-1] != allocated[3] {
+		t.Fatalf("pages allocated from the heap keep growing: %v", allocated)
+	}
+	if st := m.Stats(); st.PagesReused == 0 {
+		t.Fatalf("no page reused: %+v", st)
+	}
+}
+
+func TestChangedSinceAndRestore(t *testing.T) {
+	src := newCounters(t, 8, keygroups.Range{})
+	fillCounters(t, src, 1000)
+	snap := src.Freeze()
+	defer snap.Release()
+	blobs := make(map[int][]byte)
+	for kg := range 8 {
+		b, err := snap.AppendKeyGroup(nil, kg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs[kg] = b
+	}
+	m := newCounters(t, 8, keygroups.Range{})
+	for kg := range 4 {
+		if _, err := m.LoadKeyGroup(blobs[kg]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s1 := m.Freeze()
+	for kg := range 8 {
+		if s1.ChangedSince(kg, 0) {
+			t.Fatalf("kg %d restored before the first Freeze counts as changed since the restore", kg)
+		}
+	}
+	// A write to kg of key 5, and a restore after the first Freeze.
+	written := keygroups.OfUint64(5, 8)
+	if err := m.Put(5, -5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.LoadKeyGroup(blobs[4]); err != nil {
+		t.Fatal(err)
+	}
+	s2 := m.Freeze()
+	for kg := range 8 {
+		want := kg == written || kg == 4
+		if s2.ChangedSince(kg, s1.Version()) != want || s2.ChangedSince(kg, 0) != want {
+			t.Fatalf("kg %d: ChangedSince(v%d) = %v, want %v", kg, s1.Version(), s2.ChangedSince(kg, s1.Version()), want)
+		}
+	}
+	if s2.ChangedSince(99, 0) != true {
+		t.Fatal("a key group not held must report changed")
+	}
+	s1.Release()
+	s2.Release()
+}
+
+// TestRescale restores a parallelism-1 map's key groups into 3 subtasks,
+// then those into 2, following keygroups.Rescale, and checks that every
+// key ends up, with its value, in the subtask that owns its key group.
+func TestRescale(t *testing.T) {
+	const maxP, nKeys = 128, 20_000
+	src := newCounters(t, maxP, keygroups.Range{})
+	fillCounters(t, src, nKeys)
+	want := mapContents(t, src)
+	blobs := func(m *Map[uint64, int64]) map[int][]byte {
+		s := m.Freeze()
+		defer s.Release()
+		out := make(map[int][]byte)
+		for kg := m.KeyGroups().Start; kg < m.KeyGroups().End; kg++ {
+			b, err := s.AppendKeyGroup(nil, kg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[kg] = b
+		}
+		return out
+	}
+	old := []map[int][]byte{blobs(src)}
+	for _, p := range []int{3, 2, 4, 1} {
+		plan, err := keygroups.Rescale(len(old), p, maxP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := make([]map[int][]byte, p)
+		all := make(map[uint64]int64)
+		for j := range p {
+			r, _ := keygroups.RangeOf(j, p, maxP)
+			m := newCounters(t, maxP, r)
+			for _, tr := range plan[j] {
+				for kg := tr.KeyGroups.Start; kg < tr.KeyGroups.End; kg++ {
+					if _, err := m.LoadKeyGroup(old[tr.OldSubtask][kg]); err != nil {
+						t.Fatalf("p=%d subtask %d: %v", p, j, err)
+					}
+				}
+			}
+			// A key group of another subtask is refused.
+			if foreign := r.End % maxP; !r.Contains(foreign) {
+				if _, err := m.LoadKeyGroup(blobFor(old, foreign)); !errors.Is(err, ErrKeyGroupNotOwned) {
+					t.Fatalf("p=%d subtask %d loading kg %d: %v, want ErrKeyGroupNotOwned", p, j, foreign, err)
+				}
+			}
+			for k, v := range mapContents(t, m) {
+				all[k] = v
+			}
+			next[j] = blobs(m)
+		}
+		diffMaps(t, fmt.Sprintf("union of %d subtasks", p), all, want)
+		old = next
+	}
+}
+
+func blobFor(subtasks []map[int][]byte, kg int) []byte {
+	for _, s := range subtasks {
+		if b, ok := s[kg]; ok {
+			return b
+		}
+	}
+	return nil
+}
+
+func TestReleasedSnapshotAndMissingCodecs(t *testing.T) {
+	m := newCounters(t, 4, keygroups.Range{})
+	fillCounters(t, m, 10)
+	s := m.Freeze()
+	s.Release()
+	s.Release() // idempotent
+	if _, err := s.AppendKeyGroup(nil, 0); !errors.Is(err, ErrReleased) {
+		t.Fatalf("AppendKeyGroup after Release = %v, want ErrReleased", err)
+	}
+	if s.Len(0) != 0 {
+		t.Fatal("a released snapshot reports entries")
+	}
+	s = m.Freeze()
+	defer s.Release()
+	if _, err := s.AppendKeyGroup(nil, 7); !errors.Is(err, ErrKeyGroupNotOwned) {
+		t.Fatalf("AppendKeyGroup(7) of a 4-group map = %v", err)
+	}
+	bare, _ := New(Config[uint64, int64]{Hash: keygroups.HashUint64, MaxParallelism: 4})
+	if _, err := bare.Freeze().AppendKeyGroup(nil, 0); !errors.Is(err, ErrNoCodec) {
+		t.Fatalf("AppendKeyGroup without codecs = %v", err)
+	}
+	if _, err := bare.LoadKeyGroup([]byte("x")); !errors.Is(err, ErrNoCodec) {
+		t.Fatalf("LoadKeyGroup without codecs = %v", err)
+	}
+}
+
+// TestStringKeys exercises a pointer-holding key and value type through
+// growth, deletion, copy-on-write and a round trip.
+func TestStringKeys(t *testing.T) {
+	m, err := New(Config[string, []byte]{
+		Hash: keygroups.HashString, MaxParallelism: 16,
+		KeyCodec: StringCodec{}, ValueCodec: BytesCodec{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		if err := m.Put(fmt.Sprint("key-", i), []byte(fmt.Sprint("v", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := m.Freeze()
+	for i := 0; i < 5000; i += 2 {
+		m.Delete(fmt.Sprint("key-", i))
+	}
+	_ = m.Put("key-1", []byte("changed"))
+	if v, ok := s.Get("key-1"); !ok || string(v) != "v1" {
+		t.Fatalf("snapshot: key-1 = %q, %v", v, ok)
+	}
+	if _, ok := s.Get("key-0"); !ok {
+		t.Fatal("snapshot lost key-0 deleted after the freeze")
+	}
+	r, _ := New(Config[string, []byte]{Hash: keygroups.HashString, MaxParallelism: 16,
+		KeyCodec: StringCodec{}, ValueCodec: BytesCodec{}})
+	total := 0
+	for kg := range 16 {
+		b, err := s.AppendKeyGroup(nil, kg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.LoadKeyGroup(b); err != nil {
+			t.Fatal(err)
+		}
+		total += s.Len(kg)
+	}
+	s.Release()
+	if total != 5000 || r.Len() != 5000 || m.Len() != 2500 {
+		t.Fatalf("snapshot %d, restored %d, live %d entries; want 5000, 5000, 2500", total, r.Len(), m.Len())
+	}
+	if v, _ := r.Get("key-4999"); string(v) != "v4999" {
+		t.Fatalf("restored key-4999 = %q", v)
+	}
+	if v, _ := m.Get("key-1"); string(v) != "changed" {
+		t.Fatalf("live key-1 = %q", v)
+	}
+}
