@@ -166,6 +166,9 @@ func getCopy(snap *pebble.Snapshot, key []byte) ([]byte, error) {
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, fmt.Errorf("%w: missing", ErrCorrupt)
 	}
+	if pebble.IsCorruptionError(err) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}

@@ -33,7 +33,10 @@ func (s *Store) load() error {
 	}
 	s.mu.Unlock()
 	if err := s.sweepBlobs(live); err != nil {
-		return err
+		// NB: the sweep only reclaims space, and a corrupt block must not
+		// make the store unopenable: the checkpoints it breaks are found
+		// and skipped by Latest.
+		s.logger.Errorf("%v; unreferenced blobs stay until the next Open", err)
 	}
 	s.collectGarbage()
 	return nil

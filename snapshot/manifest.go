@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -51,11 +50,10 @@ const (
 	entryFixedLen      = entryKeyFixedLen + 8 + 8 + 8
 )
 
-// errManifest is wrapped by every decode and validation failure.
-var errManifest = errors.New("invalid manifest")
-
+// manifestErrorf reports a manifest that fails to decode or validate; the
+// error wraps ErrCorrupt.
 func manifestErrorf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errManifest, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
 func checksum(b []byte) uint64 { return xxhash.Sum64(b) }
@@ -169,7 +167,7 @@ func (m *manifest) encode() []byte {
 
 // decodeManifest parses and validates a manifest. Every length it reads is
 // checked against the bytes that remain, so bad input yields an error that
-// wraps errManifest, never a panic.
+// wraps ErrCorrupt, never a panic.
 func decodeManifest(b []byte) (*manifest, error) {
 	if len(b) < manifestHeaderLen+4+4+manifestTrailerLen {
 		return nil, manifestErrorf("truncated: %d bytes", len(b))

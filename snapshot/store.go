@@ -165,12 +165,30 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("snapshot: create %s: %w", s.stagingDir, err)
 	}
 	s.popts = &pebble.Options{FS: s.fs, Logger: pebbleLogger{s.logger}}
+	s.popts.EventListener = &pebble.EventListener{
+		// NB: Pebble's default treats corruption found on a read as fatal.
+		// The store instead reports it and lets the read fail, so that
+		// restore falls back to an older checkpoint.
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			s.logger.Errorf("snapshot: pebble found corruption in %s: %v", info.Path, info.Details)
+		},
+	}
 	s.popts.EnsureDefaults()
 	db, err := pebble.Open(s.fs.PathJoin(dir, "db"), s.popts)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: open pebble under %s: %w", dir, err)
 	}
 	s.db = db
+	// NB: Pebble syncs the entries it creates inside its own directory,
+	// not the directory's entry in the state dir, nor the state dir's in
+	// its parent. Without these syncs a crash soon after the first Open
+	// could lose the whole store, checkpoints included.
+	for _, d := range []string{s.fs.PathDir(dir), dir} {
+		if err := syncDir(s.fs, d); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("snapshot: sync directory %s: %w", d, err)
+		}
+	}
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -279,11 +297,13 @@ func (s *Store) ingest(db *pebble.DB, name string, kvs []sstKV) (uint64, error) 
 	if err == nil {
 		err = db.Ingest(context.Background(), []string{path})
 	}
+	// Ingest removes its input on success, but only logs a failure to do
+	// so; a failed ingest leaves it. Either way it must not linger (Open
+	// also clears the staging dir).
+	if rmErr := s.fs.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		s.logger.Errorf("snapshot: remove staging file %s: %v", path, rmErr)
+	}
 	if err != nil {
-		// Ingest removes its input only on success.
-		if rmErr := s.fs.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-			s.logger.Errorf("snapshot: remove staging file %s: %v", path, rmErr)
-		}
 		return 0, err
 	}
 	return size, nil
@@ -317,6 +337,14 @@ func (s *Store) writeSST(db *pebble.DB, path string, kvs []sstKV) (uint64, error
 		return 0, fmt.Errorf("sstable metadata %s: %w", path, err)
 	}
 	return meta.Size, nil
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }
 
 type stderrLogger struct{ l *log.Logger }

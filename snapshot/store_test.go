@@ -73,7 +73,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	checkKeyGroups(t, c, versions, size)
 	checkRange(t, c, 32, 63, size)
-	checkRange(t, c, -5, 3, size)  // clamped below
+	checkRange(t, c, -5, 3, size)    // clamped below
 	checkRange(t, c, 120, 999, size) // clamped above
 	for subtask := 0; subtask < 2; subtask++ {
 		expectBytes(t, "source position", c.SourcePosition, "src", subtask, fmt.Sprintf("pos-%d", subtask))
