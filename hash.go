@@ -1,0 +1,66 @@
+package ringflow
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/ringflow/ringflow/keygroups"
+	"github.com/ringflow/ringflow/operator"
+)
+
+// hasherFor returns the key hash for keys of type K: xxhash64 of the key's
+// bytes (an integer's 8 little-endian bytes; a string's bytes; a plain
+// struct's memory, when it has no padding), or of its codec encoding for
+// other keys.
+func hasherFor[K comparable]() (func(K) uint64, error) {
+	var zero K
+	switch any(zero).(type) {
+	case uint64:
+		return func(k K) uint64 { return keygroups.HashUint64(*(*uint64)(unsafe.Pointer(&k))) }, nil
+	case int64:
+		return func(k K) uint64 { return keygroups.HashUint64(*(*uint64)(unsafe.Pointer(&k))) }, nil
+	case int:
+		return func(k K) uint64 { return keygroups.HashUint64(uint64(*(*int)(unsafe.Pointer(&k)))) }, nil
+	case uint32:
+		return func(k K) uint64 { return keygroups.HashUint64(uint64(*(*uint32)(unsafe.Pointer(&k)))) }, nil
+	case int32:
+		return func(k K) uint64 { return keygroups.HashUint64(uint64(*(*int32)(unsafe.Pointer(&k)))) }, nil
+	case string:
+		return func(k K) uint64 { return keygroups.HashString(*(*string)(unsafe.Pointer(&k))) }, nil
+	}
+	t := reflect.TypeFor[K]()
+	if operator.Plain(t) && !hasPadding(t) {
+		size := t.Size()
+		return func(k K) uint64 { return xxhash.Sum64(unsafe.Slice((*byte)(unsafe.Pointer(&k)), size)) }, nil
+	}
+	codec, err := operator.CodecFor[K]()
+	if err != nil {
+		return nil, fmt.Errorf("key type %s cannot be hashed: %v", t, err)
+	}
+	return func(k K) uint64 { return xxhash.Sum64(codec.Append(nil, &k)) }, nil
+}
+
+// hasPadding reports whether values of t have bytes that belong to no
+// field, which need not be equal in equal values.
+func hasPadding(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct:
+		var sum uintptr
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if hasPadding(f.Type) {
+				return true
+			}
+			sum += f.Type.Size()
+		}
+		return sum != t.Size()
+	case reflect.Array:
+		return hasPadding(t.Elem())
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return true // +0 and -0 are equal with different bits
+	}
+	return false
+}

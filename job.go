@@ -1,0 +1,184 @@
+package ringflow
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ringflow/ringflow/keygroups"
+	"github.com/ringflow/ringflow/operator"
+)
+
+// Config configures a job. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// Workers is the number of worker threads; default: the CPUs this
+	// process may use.
+	Workers int
+	// Parallelism is the default number of subtasks per operator; default 1.
+	Parallelism int
+	// MaxParallelism is the number of key groups of keyed operators: the
+	// most subtasks a keyed operator may ever have. Default 128.
+	MaxParallelism int
+	// RingCapacity is the capacity in bytes of each ring between tasks (a
+	// power of two); default 1 MiB.
+	RingCapacity int
+	// FrameBytes is the target payload of a DATA frame; default 32 KiB.
+	FrameBytes int
+	// BatchSize is the most records a source reads at once; default 1024.
+	BatchSize int
+	// MaxBatchDelay bounds how long a record may wait in a partly filled
+	// frame while its task keeps finding input; default 1ms. (A frame is
+	// sent at once when the task runs out of input.)
+	MaxBatchDelay time.Duration
+	// NoPin leaves worker threads unpinned.
+	NoPin bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Parallelism == 0 {
+		c.Parallelism = 1
+	}
+	if c.MaxParallelism == 0 {
+		c.MaxParallelism = keygroups.DefaultMaxParallelism
+	}
+	if c.RingCapacity == 0 {
+		c.RingCapacity = 1 << 20
+	}
+	if c.FrameBytes == 0 {
+		c.FrameBytes = 32 << 10
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1024
+	}
+	if c.MaxBatchDelay == 0 {
+		c.MaxBatchDelay = time.Millisecond
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Workers < 0 {
+		return fmt.Errorf("ringflow: %d workers: must be at least 1 (or 0 for the default)", c.Workers)
+	}
+	if c.Parallelism < 1 {
+		return fmt.Errorf("ringflow: default parallelism %d: must be at least 1", c.Parallelism)
+	}
+	if err := keygroups.ValidateMaxParallelism(c.MaxParallelism); err != nil {
+		return fmt.Errorf("ringflow: %w", err)
+	}
+	if c.BatchSize < 1 || c.FrameBytes < 64 {
+		return fmt.Errorf("ringflow: batch size %d and frame bytes %d: need at least 1 and 64", c.BatchSize, c.FrameBytes)
+	}
+	return nil
+}
+
+// Job is a dataflow graph under construction, then running. Build it with
+// Source, the operator functions and Sink, then call Run once.
+type Job struct {
+	cfg   Config
+	nodes []*node
+	names map[string]bool
+	errs  []error // construction errors, reported by Run
+	ran   bool
+
+	metrics map[string]*operator.Metrics
+}
+
+// NewJob returns an empty job.
+func NewJob(cfg Config) *Job {
+	return &Job{cfg: cfg.withDefaults(), names: map[string]bool{}, metrics: map[string]*operator.Metrics{}}
+}
+
+// node is one operator of the graph.
+type node struct {
+	id          int
+	name        string
+	parallelism int
+	inputs      []*edge // in port order; a union makes several edges on one port
+	outputs     []*edge
+	ports       int  // number of typed input ports: 0 (source), 1, or 2 (join)
+	keyed       bool // holds keyed state: needs key groups
+	timed       bool // output carries event time
+	out         *typeInfo
+	// build creates one subtask's instance, feeding down (an
+	// operator.Input of the output type; nil for sinks). It returns the
+	// instance's typed inputs, one per port (operator.Input of each port's
+	// type), and its control side; for a source, the control side is an
+	// operator.SourceDriver.
+	build func(ctx *operator.Context, down any) (inputs []any, op operator.Operator)
+}
+
+// edge connects two nodes.
+type edge struct {
+	from, to *node
+	port     int
+	part     operator.Partitioning
+	keyHash  any // func(*T) uint64 for Hash edges
+}
+
+// Option sets a property of an operator.
+type Option func(*nodeOptions)
+
+type nodeOptions struct {
+	parallelism int
+	codec       any // operator.Codec of the output type
+	lateness    time.Duration
+	late        any // func(T) for late window records
+}
+
+// Parallelism sets the number of subtasks of an operator.
+func Parallelism(p int) Option { return func(o *nodeOptions) { o.parallelism = p } }
+
+// WithCodec sets the codec for an operator's output records, for types the
+// built-in codecs cannot encode or to encode them more compactly.
+func WithCodec[T any](c operator.Codec[T]) Option { return func(o *nodeOptions) { o.codec = c } }
+
+// AllowedLateness keeps a window operator's windows this long after they
+// fired; late records within it update and re-fire them.
+func AllowedLateness(d time.Duration) Option { return func(o *nodeOptions) { o.lateness = d } }
+
+// LateRecords sends a window operator's records that arrive past their
+// windows' allowed lateness to f (they are counted either way).
+func LateRecords[T any](f func(T)) Option { return func(o *nodeOptions) { o.late = f } }
+
+// addNode adds a node fed by the given streams' sources on port 0 (and port
+// 1 for the second list).
+func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, nodeOptions) {
+	var o nodeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	n := &node{id: len(j.nodes), name: name, parallelism: o.parallelism, ports: len(ports)}
+	if n.parallelism == 0 {
+		n.parallelism = j.cfg.Parallelism
+	}
+	switch {
+	case name == "":
+		j.errs = append(j.errs, fmt.Errorf("operator #%d has no name", n.id))
+	case j.names[name]:
+		j.errs = append(j.errs, fmt.Errorf("operator name %q is used twice", name))
+	}
+	j.names[name] = true
+	for port, srcs := range ports {
+		for _, s := range srcs {
+			e := &edge{from: s.node, to: n, port: port, part: s.part, keyHash: s.keyHash}
+			s.node.outputs = append(s.node.outputs, e)
+			n.inputs = append(n.inputs, e)
+		}
+	}
+	j.nodes = append(j.nodes, n)
+	j.metrics[name] = new(operator.Metrics)
+	return n, o
+}
+
+func (j *Job) errorf(format string, args ...any) {
+	j.errs = append(j.errs, fmt.Errorf(format, args...))
+}
+
+// Metrics returns the counters of the named operator, summed over its
+// subtasks, or nil if there is no such operator.
+func (j *Job) Metrics(name string) *operator.Metrics { return j.metrics[name] }
+
+// ErrGraph is wrapped by every error Run reports about the job graph.
+var ErrGraph = errors.New("ringflow: invalid job graph")

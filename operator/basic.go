@@ -1,0 +1,167 @@
+package operator
+
+// Base gives an operator the Operator methods it has nothing to do in. It
+// keeps the Context that Open receives.
+type Base struct{ Ctx *Context }
+
+// Open implements Operator.
+func (b *Base) Open(ctx *Context) error { b.Ctx = ctx; return nil }
+
+// Watermark implements Operator.
+func (b *Base) Watermark(int64) {}
+
+// End implements Operator.
+func (b *Base) End() {}
+
+// Close implements Operator.
+func (b *Base) Close() error { return nil }
+
+// Collector gathers the records an operator emits for one batch, with the
+// event timestamp each inherits.
+type Collector[T any] struct {
+	recs  []T
+	ts    []int64
+	now   int64 // timestamp given to emitted records
+	timed bool
+}
+
+// Emit emits v, with the timestamp of the record being processed.
+func (c *Collector[T]) Emit(v T) {
+	c.recs = append(c.recs, v)
+	if c.timed {
+		c.ts = append(c.ts, c.now)
+	}
+}
+
+// EmitAt emits v with event timestamp ts (ignored on streams without event
+// time).
+func (c *Collector[T]) EmitAt(v T, ts int64) {
+	c.recs = append(c.recs, v)
+	if c.timed {
+		c.ts = append(c.ts, ts)
+	}
+}
+
+func (c *Collector[T]) reset(timed bool) {
+	c.recs, c.ts, c.timed = c.recs[:0], c.ts[:0], timed
+}
+
+// flush pushes what was collected to next and empties the collector.
+func (c *Collector[T]) flush(next Input[T]) {
+	if len(c.recs) == 0 {
+		return
+	}
+	var ts []int64
+	if c.timed {
+		ts = c.ts
+	}
+	next.Push(c.recs, ts)
+	c.recs, c.ts = c.recs[:0], c.ts[:0]
+}
+
+// Map applies f to every record.
+type Map[T, U any] struct {
+	Base
+	f    func(T) U
+	next Input[U]
+	out  []U
+}
+
+// NewMap returns a map operator feeding next.
+func NewMap[T, U any](f func(T) U, next Input[U]) *Map[T, U] {
+	return &Map[T, U]{f: f, next: next}
+}
+
+// Push implements Input.
+func (m *Map[T, U]) Push(recs []T, ts []int64) {
+	defer Guard(m.Ctx)
+	out := m.out[:0]
+	for i := range recs {
+		out = append(out, m.f(recs[i]))
+	}
+	m.out = out
+	m.next.Push(out, ts)
+}
+
+// Filter keeps the records for which keep returns true.
+type Filter[T any] struct {
+	Base
+	keep func(T) bool
+	next Input[T]
+	out  []T
+	ts   []int64
+}
+
+// NewFilter returns a filter operator feeding next.
+func NewFilter[T any](keep func(T) bool, next Input[T]) *Filter[T] {
+	return &Filter[T]{keep: keep, next: next}
+}
+
+// Push implements Input.
+func (f *Filter[T]) Push(recs []T, ts []int64) {
+	defer Guard(f.Ctx)
+	out, outTs := f.out[:0], f.ts[:0]
+	for i := range recs {
+		if f.keep(recs[i]) {
+			out = append(out, recs[i])
+			if ts != nil {
+				outTs = append(outTs, ts[i])
+			}
+		}
+	}
+	f.out, f.ts = out, outTs
+	if len(out) == 0 {
+		return
+	}
+	if ts == nil {
+		outTs = nil
+	}
+	f.next.Push(out, outTs)
+}
+
+// FlatMap calls f for every record; f emits any number of records through
+// the Collector, each with the timestamp of the record it came from.
+type FlatMap[T, U any] struct {
+	Base
+	f    func(T, *Collector[U])
+	next Input[U]
+	out  Collector[U]
+}
+
+// NewFlatMap returns a flat-map operator feeding next.
+func NewFlatMap[T, U any](f func(T, *Collector[U]), next Input[U]) *FlatMap[T, U] {
+	return &FlatMap[T, U]{f: f, next: next}
+}
+
+// Push implements Input.
+func (m *FlatMap[T, U]) Push(recs []T, ts []int64) {
+	defer Guard(m.Ctx)
+	m.out.reset(ts != nil)
+	for i := range recs {
+		if ts != nil {
+			m.out.now = ts[i]
+		}
+		m.f(recs[i], &m.out)
+	}
+	m.out.flush(m.next)
+}
+
+// Sink hands every record to a user function; an error from it fails the
+// job.
+type Sink[T any] struct {
+	Base
+	f func(T) error
+}
+
+// NewSink returns a sink operator.
+func NewSink[T any](f func(T) error) *Sink[T] { return &Sink[T]{f: f} }
+
+// Push implements Input.
+func (s *Sink[T]) Push(recs []T, _ []int64) {
+	defer Guard(s.Ctx)
+	for i := range recs {
+		if err := s.f(recs[i]); err != nil {
+			Fail(s.Ctx, err)
+		}
+	}
+}

@@ -1,0 +1,436 @@
+package operator
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/ringflow/ringflow/keygroups"
+	"github.com/ringflow/ringflow/ring"
+)
+
+// Partitioning says how an edge spreads records over the downstream
+// subtasks.
+type Partitioning int
+
+const (
+	// Forward sends subtask i's records to downstream subtask i.
+	Forward Partitioning = iota
+	// Rebalance sends whole batches to the downstream subtasks in turn.
+	Rebalance
+	// Hash sends each record to the subtask owning its key's key group.
+	Hash
+)
+
+func (p Partitioning) String() string {
+	switch p {
+	case Forward:
+		return "forward"
+	case Rebalance:
+		return "rebalance"
+	case Hash:
+		return "hash"
+	}
+	return fmt.Sprintf("Partitioning(%d)", int(p))
+}
+
+// EdgeOut describes one outgoing edge of a gate: its partitioning and one
+// ring writer per downstream subtask it reaches (one for Forward).
+type EdgeOut struct {
+	Partitioning Partitioning
+	Writers      []*ring.Writer
+	// Hash edges: the key hash of a record (a func(*T) uint64) and the
+	// partitioner of the downstream operator.
+	KeyHash     any
+	Partitioner *keygroups.Partitioner
+}
+
+// Gate is the last operator of a chain whose output crosses rings: it
+// encodes records into DATA frames and writes control frames (watermarks,
+// END) into every ring.
+type Gate[T any] struct {
+	Base
+	edges []gateEdge[T]
+	all   []*outRing[T]
+}
+
+type gateEdge[T any] struct {
+	part  Partitioning
+	rings []*outRing[T]
+	hash  func(*T) uint64
+	keys  *keygroups.Partitioner
+	next  int // Rebalance: ring for the next batch
+}
+
+// GateOptions configure how a gate frames records.
+type GateOptions struct {
+	Timed      bool // records carry event timestamps
+	FrameBytes int  // target DATA frame payload
+}
+
+// NewGate returns a gate writing to the given edges.
+func NewGate[T any](codec Codec[T], opts GateOptions, edges []EdgeOut) (*Gate[T], error) {
+	g := &Gate[T]{}
+	for _, e := range edges {
+		ge := gateEdge[T]{part: e.Partitioning, keys: e.Partitioner}
+		if e.Partitioning == Hash {
+			h, ok := e.KeyHash.(func(*T) uint64)
+			if !ok || e.Partitioner == nil {
+				return nil, fmt.Errorf("hash edge needs a func(*%T) uint64 and a partitioner", *new(T))
+			}
+			ge.hash = h
+		}
+		for _, w := range e.Writers {
+			o, err := newOutRing(w, codec, opts)
+			if err != nil {
+				return nil, err
+			}
+			ge.rings = append(ge.rings, o)
+			g.all = append(g.all, o)
+		}
+		g.edges = append(g.edges, ge)
+	}
+	return g, nil
+}
+
+// Push implements Input.
+func (g *Gate[T]) Push(recs []T, ts []int64) {
+	for i := range g.edges {
+		e := &g.edges[i]
+		switch e.part {
+		case Forward:
+			e.rings[0].appendBatch(recs, ts)
+		case Rebalance:
+			e.rings[e.next].appendBatch(recs, ts)
+			if e.next++; e.next == len(e.rings) {
+				e.next = 0
+			}
+		case Hash:
+			var t int64
+			for j := range recs {
+				if ts != nil {
+					t = ts[j]
+				}
+				e.rings[e.keys.Subtask(e.hash(&recs[j]))].append(&recs[j], t)
+			}
+		}
+	}
+}
+
+// Watermark implements Operator: it writes a WATERMARK frame into every ring.
+func (g *Gate[T]) Watermark(wm int64) {
+	for _, o := range g.all {
+		o.control(pending{typ: ring.FrameWatermark, wm: wm})
+	}
+}
+
+// Idle marks every output stream idle.
+func (g *Gate[T]) Idle(wm int64) {
+	for _, o := range g.all {
+		o.control(pending{typ: ring.FrameWatermark, wm: wm, idle: true})
+	}
+}
+
+// End implements Operator: it writes an END frame into every ring.
+func (g *Gate[T]) End() {
+	for _, o := range g.all {
+		o.control(pending{typ: ring.FrameEnd})
+	}
+}
+
+// Barrier writes a BARRIER frame into every ring.
+func (g *Gate[T]) Barrier(b ring.Barrier) {
+	for _, o := range g.all {
+		o.control(pending{typ: ring.FrameBarrier, barrier: b})
+	}
+}
+
+// Ports returns the gate's rings as the task drives them.
+func (g *Gate[T]) Ports() []Port {
+	ports := make([]Port, len(g.all))
+	for i, o := range g.all {
+		ports[i] = o
+	}
+	return ports
+}
+
+// Port is one output ring as a task sees it.
+type Port interface {
+	// Drain writes frames that did not fit earlier and reports whether none
+	// is left.
+	Drain() bool
+	// Flush closes the open frame and publishes every written frame.
+	Flush()
+	// Publish publishes the frames closed so far, leaving the open one open.
+	Publish()
+	// Room reports whether a full frame fits in the ring now.
+	Room() bool
+	// PrepareToPark announces a wait for room; false: there is room.
+	PrepareToPark() bool
+	Unpark()
+	// Dirty reports whether records were written since the last Flush.
+	Dirty() bool
+}
+
+// pending is a frame that waits in Go memory for room in the ring.
+type pending struct {
+	typ     ring.FrameType
+	data    []byte
+	count   int
+	wm      int64
+	idle    bool
+	barrier ring.Barrier
+}
+
+// outRing frames records of type T for one ring. Fixed-size records are
+// written straight into a reserved frame in ring memory, as a column of
+// records followed, for timed streams, by a column of timestamps:
+//
+//	+---------------------------------+-------------------------+
+//	| count × record (padded to 8)    | count × int64 timestamp |
+//	+---------------------------------+-------------------------+
+//
+// Variable-size records are encoded one after another into a Go buffer,
+// each preceded by its 8-byte timestamp on timed streams, and the buffer is
+// copied into a frame when full. When the ring has no room, frames wait in
+// Go memory (pend) and later frames queue behind them, so the order of
+// frames on the ring never changes.
+type outRing[T any] struct {
+	w     *ring.Writer
+	codec Codec[T]
+	size  int // record size for fixed codecs; 0 for variable ones
+	timed bool
+
+	// The open fixed-size frame: base points into the ring (inRing) or into
+	// stage; it holds n of capN records. n == capN means no frame is open.
+	base   unsafe.Pointer
+	n      int
+	capN   int
+	tsOff  int
+	inRing bool
+	stage  []byte
+
+	// Variable-size records: the open frame's bytes and record count.
+	buf      []byte
+	bufCount int
+
+	frameBytes int
+	pend       []pending
+	dirty      bool
+}
+
+func newOutRing[T any](w *ring.Writer, codec Codec[T], opts GateOptions) (*outRing[T], error) {
+	frameBytes := min(opts.FrameBytes, w.MaxPayload())
+	o := &outRing[T]{w: w, codec: codec, size: codec.Size(), timed: opts.Timed, frameBytes: frameBytes}
+	if o.size > 0 {
+		per := o.size
+		if o.timed {
+			per += 8
+		}
+		o.capN = min(frameBytes/per, ring.MaxCount)
+		if o.capN < 1 {
+			return nil, fmt.Errorf("a %d-byte record does not fit a %d-byte frame", o.size, frameBytes)
+		}
+		o.tsOff = align8(o.capN * o.size)
+		o.n = o.capN
+	}
+	return o, nil
+}
+
+func align8(n int) int { return (n + 7) &^ 7 }
+
+// append adds one record.
+func (o *outRing[T]) append(rec *T, ts int64) {
+	o.dirty = true
+	if o.size == 0 {
+		o.appendVar(rec, ts)
+		return
+	}
+	if o.n == o.capN {
+		o.open()
+	}
+	*(*T)(unsafe.Add(o.base, o.n*o.size)) = *rec
+	if o.timed {
+		*(*int64)(unsafe.Add(o.base, o.tsOff+o.n*8)) = ts
+	}
+	o.n++
+}
+
+// appendBatch adds a batch of records, copying fixed-size ones in runs.
+func (o *outRing[T]) appendBatch(recs []T, ts []int64) {
+	if len(recs) == 0 {
+		return
+	}
+	o.dirty = true
+	if o.size == 0 {
+		for i := range recs {
+			var t int64
+			if ts != nil {
+				t = ts[i]
+			}
+			o.appendVar(&recs[i], t)
+		}
+		return
+	}
+	for len(recs) > 0 {
+		if o.n == o.capN {
+			o.open()
+		}
+		k := min(o.capN-o.n, len(recs))
+		copy(unsafe.Slice((*T)(unsafe.Add(o.base, o.n*o.size)), k), recs[:k])
+		if o.timed {
+			copy(unsafe.Slice((*int64)(unsafe.Add(o.base, o.tsOff+o.n*8)), k), ts[:k])
+			ts = ts[k:]
+		}
+		o.n += k
+		recs = recs[k:]
+	}
+}
+
+// open closes the open frame, if any, and opens a new one: in the ring if
+// it has room and nothing waits, else in Go memory.
+func (o *outRing[T]) open() {
+	o.closeFrame()
+	bytes := o.tsOff
+	if o.timed {
+		bytes += o.capN * 8
+	}
+	o.n = 0
+	if len(o.pend) == 0 {
+		if p := o.w.ReservePointer(bytes); p != nil {
+			o.base, o.inRing = p, true
+			return
+		}
+	}
+	if len(o.stage) < bytes {
+		o.stage = make([]byte, bytes)
+	}
+	o.base, o.inRing = unsafe.Pointer(unsafe.SliceData(o.stage)), false
+}
+
+// closeFrame finishes the open fixed-size frame, compacting the timestamp
+// column behind the records when the frame is not full.
+func (o *outRing[T]) closeFrame() {
+	if o.base == nil {
+		return
+	}
+	if o.n == 0 {
+		if o.inRing {
+			o.w.Cancel()
+		}
+		o.n, o.base = o.capN, nil
+		return
+	}
+	n := o.n
+	length := align8(n * o.size)
+	if o.timed {
+		if length != o.tsOff {
+			src := unsafe.Slice((*int64)(unsafe.Add(o.base, o.tsOff)), n)
+			copy(unsafe.Slice((*int64)(unsafe.Add(o.base, length)), n), src)
+		}
+		length += n * 8
+	}
+	if o.inRing {
+		o.w.Commit(length, n)
+	} else {
+		data := append([]byte(nil), unsafe.Slice((*byte)(o.base), length)...)
+		o.pend = append(o.pend, pending{typ: ring.FrameData, data: data, count: n})
+	}
+	o.n, o.base = o.capN, nil
+}
+
+func (o *outRing[T]) appendVar(rec *T, ts int64) {
+	if o.timed {
+		o.buf = binary.LittleEndian.AppendUint64(o.buf, uint64(ts))
+	}
+	o.buf = o.codec.Append(o.buf, rec)
+	o.bufCount++
+	if len(o.buf) >= o.frameBytes || o.bufCount == ring.MaxCount {
+		o.closeVar()
+	}
+}
+
+// closeVar moves the open variable-size frame into the ring, or into pend.
+func (o *outRing[T]) closeVar() {
+	if o.bufCount == 0 {
+		return
+	}
+	if len(o.buf) > o.w.MaxPayload() {
+		panic(fmt.Errorf("ringflow: a frame of %d bytes (%d records) exceeds the ring's largest frame, %d bytes; "+
+			"a single record may be too large", len(o.buf), o.bufCount, o.w.MaxPayload()))
+	}
+	if len(o.pend) > 0 || !o.w.WriteData(o.buf, o.bufCount) {
+		o.pend = append(o.pend, pending{typ: ring.FrameData, data: append([]byte(nil), o.buf...), count: o.bufCount})
+	}
+	o.buf, o.bufCount = o.buf[:0], 0
+}
+
+func (o *outRing[T]) closeAny() {
+	if o.size == 0 {
+		o.closeVar()
+	} else {
+		o.closeFrame()
+	}
+}
+
+// control writes a control frame behind everything written so far.
+func (o *outRing[T]) control(p pending) {
+	o.closeAny()
+	o.dirty = true
+	if len(o.pend) > 0 || !o.write(p) {
+		o.pend = append(o.pend, p)
+	}
+}
+
+func (o *outRing[T]) write(p pending) bool {
+	switch p.typ {
+	case ring.FrameData:
+		return o.w.WriteData(p.data, p.count)
+	case ring.FrameWatermark:
+		if p.idle {
+			return o.w.WriteIdle(p.wm)
+		}
+		return o.w.WriteWatermark(p.wm)
+	case ring.FrameBarrier:
+		return o.w.WriteBarrier(p.barrier)
+	case ring.FrameEnd:
+		return o.w.WriteEnd()
+	}
+	panic("ringflow: pending frame of type " + p.typ.String())
+}
+
+// Drain implements Port.
+func (o *outRing[T]) Drain() bool {
+	for len(o.pend) > 0 {
+		if !o.write(o.pend[0]) {
+			o.w.Flush()
+			return false
+		}
+		o.pend[0] = pending{}
+		o.pend = o.pend[1:]
+	}
+	return true
+}
+
+// Flush implements Port.
+func (o *outRing[T]) Flush() {
+	o.closeAny()
+	o.Drain()
+	o.w.Flush()
+	o.dirty = false
+}
+
+// Publish implements Port.
+func (o *outRing[T]) Publish() { o.w.Flush() }
+
+// Room implements Port.
+func (o *outRing[T]) Room() bool { return len(o.pend) == 0 && o.w.Room(o.frameBytes) }
+
+// PrepareToPark implements Port.
+func (o *outRing[T]) PrepareToPark() bool { return o.w.PrepareToPark(o.frameBytes) }
+
+// Unpark implements Port.
+func (o *outRing[T]) Unpark() { o.w.Unpark() }
+
+// Dirty implements Port.
+func (o *outRing[T]) Dirty() bool { return o.dirty }

@@ -1,0 +1,123 @@
+package operator
+
+import (
+	"github.com/ringflow/ringflow/snapshot/cow"
+)
+
+// WindowJoin joins two keyed streams per key and event-time window: when the
+// watermark passes a window's end, it emits f(l, r) for every pair of a left
+// and a right record of the same key in that window (an inner join), with
+// the window's max timestamp.
+type WindowJoin[K comparable, L, R, O any] struct {
+	Base
+	lkeys   KeyFuncs[K, L]
+	rkeys   KeyFuncs[K, R]
+	windows Windows
+	f       func(L, R) O
+	next    Input[O]
+	left    *cow.Map[winKey[K], []L]
+	right   *cow.Map[winKey[K], []R]
+	fire    timerQueue[winKey[K]]
+	wm      int64
+	out     []O
+	outTs   []int64
+	wins    []Window
+}
+
+// NewWindowJoin returns a window join feeding next; its two inputs are Left
+// and Right. Session windows are not supported (Validate the Windows first).
+func NewWindowJoin[K comparable, L, R, O any](lkeys KeyFuncs[K, L], rkeys KeyFuncs[K, R], w Windows,
+	f func(L, R) O, next Input[O]) *WindowJoin[K, L, R, O] {
+	return &WindowJoin[K, L, R, O]{lkeys: lkeys, rkeys: rkeys, windows: w, f: f, next: next, wm: MinWatermark}
+}
+
+// Open implements Operator.
+func (j *WindowJoin[K, L, R, O]) Open(ctx *Context) error {
+	j.Ctx = ctx
+	hash := j.lkeys.Hash
+	wh := func(k winKey[K]) uint64 { return hash(k.key) }
+	j.left = newState[winKey[K], []L](ctx, wh)
+	j.right = newState[winKey[K], []R](ctx, wh)
+	return nil
+}
+
+// Left returns the join's left input.
+func (j *WindowJoin[K, L, R, O]) Left() Input[L] { return joinLeft[K, L, R, O]{j} }
+
+// Right returns the join's right input.
+func (j *WindowJoin[K, L, R, O]) Right() Input[R] { return joinRight[K, L, R, O]{j} }
+
+type joinLeft[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
+
+func (s joinLeft[K, L, R, O]) Push(recs []L, ts []int64) {
+	defer Guard(s.j.Ctx)
+	joinAdd(s.j, s.j.lkeys, s.j.left, recs, ts)
+}
+
+type joinRight[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
+
+func (s joinRight[K, L, R, O]) Push(recs []R, ts []int64) {
+	defer Guard(s.j.Ctx)
+	joinAdd(s.j, s.j.rkeys, s.j.right, recs, ts)
+}
+
+// joinAdd buffers records of one side in their windows.
+func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFuncs[K, T],
+	side *cow.Map[winKey[K], []T], recs []T, ts []int64) {
+	if ts == nil {
+		Fail(j.Ctx, errNoEventTime)
+	}
+	for i := range recs {
+		k := keys.Key(recs[i])
+		h := keys.Hash(k)
+		j.wins = j.windows.assign(ts[i], j.wins[:0])
+		for _, w := range j.wins {
+			if w.MaxTimestamp() <= j.wm {
+				j.Ctx.Metrics.LateDropped.Add(1)
+				continue
+			}
+			wk := winKey[K]{k, w}
+			p := upsert(j.Ctx, side, h, wk)
+			// NB: appending never changes the elements a snapshot of the
+			// old slice header can see, so buffered lists are safe under
+			// copy-on-write.
+			*p = append(*p, recs[i])
+			j.fire.add(w.MaxTimestamp(), wk)
+		}
+	}
+}
+
+// Watermark implements Operator: windows up to wm are joined and dropped.
+func (j *WindowJoin[K, L, R, O]) Watermark(wm int64) {
+	defer Guard(j.Ctx)
+	j.wm = wm
+	for {
+		_, wk, ok := j.fire.pop(wm)
+		if !ok {
+			break
+		}
+		h := j.lkeys.Hash(wk.key)
+		ls, _ := j.left.GetHashed(h, wk)
+		rs, _ := j.right.GetHashed(h, wk)
+		for _, l := range ls {
+			for _, r := range rs {
+				j.out = append(j.out, j.f(l, r))
+				j.outTs = append(j.outTs, wk.win.MaxTimestamp())
+			}
+		}
+		j.left.DeleteHashed(h, wk)
+		j.right.DeleteHashed(h, wk)
+		if len(j.out) >= 4096 {
+			j.flush()
+		}
+	}
+	j.flush()
+}
+
+func (j *WindowJoin[K, L, R, O]) flush() {
+	if len(j.out) > 0 {
+		j.next.Push(j.out, j.outTs)
+		clear(j.out)
+		j.out, j.outTs = j.out[:0], j.outTs[:0]
+	}
+}

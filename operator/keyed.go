@@ -1,0 +1,158 @@
+package operator
+
+import (
+	"fmt"
+
+	"github.com/ringflow/ringflow/snapshot/cow"
+)
+
+// KeyFuncs extract and hash the key of a record. The hash decides the key
+// group, so it must be the one the edge into the operator partitions by.
+type KeyFuncs[K comparable, T any] struct {
+	Key  func(T) K
+	Hash func(K) uint64
+}
+
+// newState makes the keyed state table of one operator instance: the key
+// groups of ctx's range, hashed like the records' keys.
+func newState[K comparable, V any](ctx *Context, hash func(K) uint64) *cow.Map[K, V] {
+	m, err := cow.New(cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups})
+	if err != nil {
+		Fail(ctx, fmt.Errorf("keyed state: %w", err))
+	}
+	return m
+}
+
+// upsert returns the state slot of a key, failing the job with a clear error
+// if the key does not belong to this instance (a partitioning bug).
+func upsert[K comparable, V any](ctx *Context, m *cow.Map[K, V], h uint64, k K) *V {
+	p, err := m.UpsertHashed(h, k)
+	if err != nil {
+		Fail(ctx, fmt.Errorf("keyed state for key %v: %w", k, err))
+	}
+	return p
+}
+
+// reduced is the state of a key in a Reduce: the running value, and whether
+// there is one yet.
+type reduced[T any] struct {
+	val T
+	ok  bool
+}
+
+// Reduce keeps, per key, the reduction of every record so far with f, and
+// emits the new value after each record (a rolling reduce, as Flink's).
+type Reduce[K comparable, T any] struct {
+	Base
+	keys   KeyFuncs[K, T]
+	f      func(acc, rec T) T
+	next   Input[T]
+	state  *cow.Map[K, reduced[T]]
+	out    []T
+	hashes []uint64
+	klist  []K
+}
+
+// NewReduce returns a keyed reduce operator feeding next.
+func NewReduce[K comparable, T any](keys KeyFuncs[K, T], f func(acc, rec T) T, next Input[T]) *Reduce[K, T] {
+	return &Reduce[K, T]{keys: keys, f: f, next: next}
+}
+
+// Open implements Operator.
+func (r *Reduce[K, T]) Open(ctx *Context) error {
+	r.Ctx = ctx
+	r.state = newState[K, reduced[T]](ctx, r.keys.Hash)
+	return nil
+}
+
+// Push implements Input.
+func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
+	defer Guard(r.Ctx)
+	hashKeys(r.keys, recs, &r.klist, &r.hashes)
+	r.state.Prefetch(r.hashes)
+	out := r.out[:0]
+	for i := range recs {
+		p := upsert(r.Ctx, r.state, r.hashes[i], r.klist[i])
+		if p.ok {
+			p.val = r.f(p.val, recs[i])
+		} else {
+			p.val, p.ok = recs[i], true
+		}
+		out = append(out, p.val)
+	}
+	r.out = out
+	r.next.Push(out, ts)
+}
+
+// hashKeys extracts and hashes the keys of a batch into reused slices.
+func hashKeys[K comparable, T any](kf KeyFuncs[K, T], recs []T, keys *[]K, hashes *[]uint64) {
+	ks, hs := (*keys)[:0], (*hashes)[:0]
+	for i := range recs {
+		k := kf.Key(recs[i])
+		ks = append(ks, k)
+		hs = append(hs, kf.Hash(k))
+	}
+	*keys, *hashes = ks, hs
+}
+
+// AggregateFunc folds records of type T into an accumulator of type A and
+// turns it into a result of type O, as Flink's AggregateFunction.
+type AggregateFunc[T, A, O any] interface {
+	// Create returns a new, empty accumulator.
+	Create() A
+	// Add folds a record into an accumulator and returns the result.
+	Add(acc A, rec T) A
+	// Result turns an accumulator into the output.
+	Result(acc A) O
+	// Merge combines two accumulators (used when session windows merge).
+	Merge(a, b A) A
+}
+
+// aggregated is the state of a key in an Aggregate.
+type aggregated[A any] struct {
+	acc A
+	ok  bool
+}
+
+// Aggregate keeps, per key, an accumulator of every record so far, and
+// emits its result after each record.
+type Aggregate[K comparable, T, A, O any] struct {
+	Base
+	keys   KeyFuncs[K, T]
+	agg    AggregateFunc[T, A, O]
+	next   Input[O]
+	state  *cow.Map[K, aggregated[A]]
+	out    []O
+	hashes []uint64
+	klist  []K
+}
+
+// NewAggregate returns a keyed rolling-aggregate operator feeding next.
+func NewAggregate[K comparable, T, A, O any](keys KeyFuncs[K, T], agg AggregateFunc[T, A, O], next Input[O]) *Aggregate[K, T, A, O] {
+	return &Aggregate[K, T, A, O]{keys: keys, agg: agg, next: next}
+}
+
+// Open implements Operator.
+func (a *Aggregate[K, T, A, O]) Open(ctx *Context) error {
+	a.Ctx = ctx
+	a.state = newState[K, aggregated[A]](ctx, a.keys.Hash)
+	return nil
+}
+
+// Push implements Input.
+func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {
+	defer Guard(a.Ctx)
+	hashKeys(a.keys, recs, &a.klist, &a.hashes)
+	a.state.Prefetch(a.hashes)
+	out := a.out[:0]
+	for i := range recs {
+		p := upsert(a.Ctx, a.state, a.hashes[i], a.klist[i])
+		if !p.ok {
+			p.acc, p.ok = a.agg.Create(), true
+		}
+		p.acc = a.agg.Add(p.acc, recs[i])
+		out = append(out, a.agg.Result(p.acc))
+	}
+	a.out = out
+	a.next.Push(out, ts)
+}

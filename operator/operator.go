@@ -1,0 +1,130 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringflow/ringflow/keygroups"
+)
+
+// Input receives batches of records. recs and ts are valid only during the
+// call: they may alias ring memory or a buffer the caller reuses. ts holds
+// each record's event timestamp (epoch milliseconds) for streams that carry
+// event time, and is nil for those that do not.
+type Input[T any] interface {
+	Push(recs []T, ts []int64)
+}
+
+// Operator is the control side of one operator instance. A task calls the
+// operators of its chain in chain order for every control event, so that all
+// data an operator emits while handling an event reaches the next operator
+// before that operator sees the event.
+type Operator interface {
+	// Open prepares the operator to run as ctx describes.
+	Open(ctx *Context) error
+	// Watermark says that event time has reached wm: no record with a
+	// timestamp <= wm follows (except late ones).
+	Watermark(wm int64)
+	// End says that no record follows at all. Watermark(MaxWatermark) has
+	// been delivered just before.
+	End()
+	// Close releases what the operator holds; it runs after End or on
+	// failure.
+	Close() error
+}
+
+// Ticker is implemented by operators that act on wall-clock time
+// (processing-time timers). Tick is called with the current time whenever
+// the task runs; Deadline says when the operator next needs a Tick.
+type Ticker interface {
+	Tick(now time.Time)
+	Deadline() time.Time
+}
+
+// Watermark values.
+const (
+	// MinWatermark is the watermark before any event time is known.
+	MinWatermark = math.MinInt64
+	// MaxWatermark is the watermark at the end of input: every window and
+	// event-time timer fires.
+	MaxWatermark = math.MaxInt64
+)
+
+// Context describes the operator instance a chain is built for.
+type Context struct {
+	Operator       string // operator name, unique in the job
+	Subtask        int    // index of this instance, in [0, Parallelism)
+	Parallelism    int
+	MaxParallelism int
+	// KeyGroups is the range of key groups this instance owns (keyed
+	// operators only).
+	KeyGroups keygroups.Range
+	// Timed says whether the operator's input carries event time.
+	Timed bool
+	// Metrics of this instance.
+	Metrics *Metrics
+}
+
+// Metrics are counters an operator instance updates and a job reports.
+type Metrics struct {
+	RecordsIn   atomic.Int64
+	RecordsOut  atomic.Int64
+	LateDropped atomic.Int64 // records behind the watermark by more than the allowed lateness
+}
+
+// Error is a failure of one operator instance: a panic or an error of user
+// code, or a failure of the runtime on its behalf.
+type Error struct {
+	Operator string
+	Subtask  int
+	Err      error
+	Stack    []byte // the panic's stack, if it was a panic
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("operator %q subtask %d: %v", e.Operator, e.Subtask, e.Err)
+	if e.Stack != nil {
+		msg += "\n\n" + string(e.Stack)
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrPanic is wrapped by the Error for a panic of user code.
+var ErrPanic = errors.New("panic")
+
+type panicValue struct{ v any }
+
+func (p panicValue) Error() string { return fmt.Sprintf("%v: %v", ErrPanic, p.v) }
+func (p panicValue) Unwrap() []error {
+	if err, ok := p.v.(error); ok {
+		return []error{ErrPanic, err}
+	}
+	return []error{ErrPanic}
+}
+
+// Guard turns a panic into an *Error naming the operator instance, and
+// re-panics with it; an *Error panicked by an operator further down the
+// chain passes through unchanged. Operators defer it around user code:
+//
+//	defer operator.Guard(ctx)
+func Guard(ctx *Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(*Error); ok {
+		panic(e)
+	}
+	panic(&Error{Operator: ctx.Operator, Subtask: ctx.Subtask, Err: panicValue{r}, Stack: debug.Stack()})
+}
+
+// Fail stops the job with err, attributed to the operator instance.
+func Fail(ctx *Context, err error) {
+	panic(&Error{Operator: ctx.Operator, Subtask: ctx.Subtask, Err: err})
+}

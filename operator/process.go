@@ -1,0 +1,240 @@
+package operator
+
+import (
+	"time"
+
+	"github.com/ringflow/ringflow/snapshot/cow"
+)
+
+// ProcessFunc is user code that sees one keyed record at a time, with keyed
+// state and timers (Flink's KeyedProcessFunction).
+type ProcessFunc[K comparable, T, O any] interface {
+	// Open declares the function's state (NewValueState, NewMapState) on s.
+	Open(s *KeyedScope[K]) error
+	// Process handles one record of the current key.
+	Process(ctx *KeyedContext[K], rec T, out *Collector[O])
+	// OnTimer handles a timer of the current key that fired at ts: event
+	// time (epoch ms) for event-time timers, Unix ms for processing time.
+	OnTimer(ctx *KeyedContext[K], ts int64, domain TimeDomain, out *Collector[O])
+}
+
+// TimeDomain says which clock a timer follows.
+type TimeDomain int
+
+const (
+	// EventTime timers fire when the watermark reaches them.
+	EventTime TimeDomain = iota
+	// ProcessingTime timers fire when the wall clock reaches them.
+	ProcessingTime
+)
+
+// KeyedScope is where a ProcessFunc declares its keyed state.
+type KeyedScope[K comparable] struct {
+	ctx    *Context
+	hash   func(K) uint64
+	cur    *KeyedContext[K]
+	states int
+}
+
+// KeyedContext is the current key, the current record's timestamp, the
+// watermark, and the timer service.
+type KeyedContext[K comparable] struct {
+	key  K
+	hash uint64
+	ts   int64
+	wm   int64
+	op   interface {
+		timer(ts int64, d TimeDomain, k K, h uint64, del bool)
+	}
+}
+
+// Key returns the current key.
+func (c *KeyedContext[K]) Key() K { return c.key }
+
+// Timestamp returns the event timestamp of the current record (of the timer
+// when in OnTimer).
+func (c *KeyedContext[K]) Timestamp() int64 { return c.ts }
+
+// Watermark returns the current event-time watermark.
+func (c *KeyedContext[K]) Watermark() int64 { return c.wm }
+
+// RegisterEventTimer asks for OnTimer when the watermark reaches ts.
+func (c *KeyedContext[K]) RegisterEventTimer(ts int64) {
+	c.op.timer(ts, EventTime, c.key, c.hash, false)
+}
+
+// DeleteEventTimer cancels an event-time timer of the current key.
+func (c *KeyedContext[K]) DeleteEventTimer(ts int64) { c.op.timer(ts, EventTime, c.key, c.hash, true) }
+
+// RegisterProcessingTimer asks for OnTimer when the wall clock reaches t.
+func (c *KeyedContext[K]) RegisterProcessingTimer(t time.Time) {
+	c.op.timer(t.UnixMilli(), ProcessingTime, c.key, c.hash, false)
+}
+
+// ValueState is one value per key.
+type ValueState[K comparable, V any] struct {
+	cur *KeyedContext[K]
+	m   *cow.Map[K, valueSlot[V]]
+}
+
+type valueSlot[V any] struct {
+	v  V
+	ok bool
+}
+
+// NewValueState declares a value state on s.
+func NewValueState[K comparable, V any](s *KeyedScope[K]) *ValueState[K, V] {
+	s.states++
+	return &ValueState[K, V]{cur: s.cur, m: newState[K, valueSlot[V]](s.ctx, s.hash)}
+}
+
+// Value returns the current key's value and whether it has one.
+func (v *ValueState[K, V]) Value() (V, bool) {
+	s, _ := v.m.GetHashed(v.cur.hash, v.cur.key)
+	return s.v, s.ok
+}
+
+// Update sets the current key's value.
+func (v *ValueState[K, V]) Update(x V) {
+	if err := v.m.PutHashed(v.cur.hash, v.cur.key, valueSlot[V]{x, true}); err != nil {
+		panic(err)
+	}
+}
+
+// Clear removes the current key's value.
+func (v *ValueState[K, V]) Clear() { v.m.DeleteHashed(v.cur.hash, v.cur.key) }
+
+// MapState is a map per key.
+type MapState[K, MK comparable, MV any] struct {
+	cur *KeyedContext[K]
+	m   *cow.Map[mapKey[K, MK], MV]
+}
+
+type mapKey[K, MK comparable] struct {
+	key K
+	mk  MK
+}
+
+// NewMapState declares a map state on s.
+func NewMapState[K, MK comparable, MV any](s *KeyedScope[K]) *MapState[K, MK, MV] {
+	hash := s.hash
+	s.states++
+	return &MapState[K, MK, MV]{cur: s.cur,
+		m: newState[mapKey[K, MK], MV](s.ctx, func(k mapKey[K, MK]) uint64 { return hash(k.key) })}
+}
+
+// Get returns the current key's entry for mk.
+func (m *MapState[K, MK, MV]) Get(mk MK) (MV, bool) {
+	return m.m.GetHashed(m.cur.hash, mapKey[K, MK]{m.cur.key, mk})
+}
+
+// Put sets the current key's entry for mk.
+func (m *MapState[K, MK, MV]) Put(mk MK, v MV) {
+	if err := m.m.PutHashed(m.cur.hash, mapKey[K, MK]{m.cur.key, mk}, v); err != nil {
+		panic(err)
+	}
+}
+
+// Delete removes the current key's entry for mk.
+func (m *MapState[K, MK, MV]) Delete(mk MK) {
+	m.m.DeleteHashed(m.cur.hash, mapKey[K, MK]{m.cur.key, mk})
+}
+
+type keyTimer[K comparable] struct {
+	ts   int64
+	key  K
+	hash uint64
+}
+
+// Process runs a ProcessFunc per key.
+type Process[K comparable, T, O any] struct {
+	Base
+	keys   KeyFuncs[K, T]
+	fn     ProcessFunc[K, T, O]
+	next   Input[O]
+	cur    KeyedContext[K]
+	event  timerQueue[keyTimer[K]]
+	proc   timerQueue[keyTimer[K]]
+	out    Collector[O]
+	hashes []uint64
+	klist  []K
+}
+
+// NewProcess returns a keyed process operator feeding next.
+func NewProcess[K comparable, T, O any](keys KeyFuncs[K, T], fn ProcessFunc[K, T, O], next Input[O]) *Process[K, T, O] {
+	p := &Process[K, T, O]{keys: keys, fn: fn, next: next}
+	p.cur.op = p
+	p.cur.wm = MinWatermark
+	return p
+}
+
+// Open implements Operator.
+func (p *Process[K, T, O]) Open(ctx *Context) (err error) {
+	p.Ctx = ctx
+	defer recoverTo(ctx, &err)
+	return p.fn.Open(&KeyedScope[K]{ctx: ctx, hash: p.keys.Hash, cur: &p.cur})
+}
+
+func (p *Process[K, T, O]) timer(ts int64, d TimeDomain, k K, h uint64, del bool) {
+	q := &p.event
+	if d == ProcessingTime {
+		q = &p.proc
+	}
+	if del {
+		q.delete(keyTimer[K]{ts, k, h})
+	} else {
+		q.add(ts, keyTimer[K]{ts, k, h})
+	}
+}
+
+// Push implements Input.
+func (p *Process[K, T, O]) Push(recs []T, ts []int64) {
+	defer Guard(p.Ctx)
+	hashKeys(p.keys, recs, &p.klist, &p.hashes)
+	p.out.reset(ts != nil)
+	for i := range recs {
+		p.cur.key, p.cur.hash = p.klist[i], p.hashes[i]
+		if ts != nil {
+			p.cur.ts, p.out.now = ts[i], ts[i]
+		}
+		p.fn.Process(&p.cur, recs[i], &p.out)
+	}
+	p.out.flush(p.next)
+}
+
+// Watermark implements Operator: event-time timers up to wm fire.
+func (p *Process[K, T, O]) Watermark(wm int64) {
+	defer Guard(p.Ctx)
+	p.cur.wm = wm
+	p.fireTimers(&p.event, wm, EventTime)
+}
+
+// Tick implements Ticker: processing-time timers up to now fire.
+func (p *Process[K, T, O]) Tick(now time.Time) {
+	if p.proc.len() == 0 {
+		return
+	}
+	defer Guard(p.Ctx)
+	p.fireTimers(&p.proc, now.UnixMilli(), ProcessingTime)
+}
+
+// Deadline implements Ticker.
+func (p *Process[K, T, O]) Deadline() time.Time {
+	if ts, ok := p.proc.next(); ok {
+		return time.UnixMilli(ts)
+	}
+	return time.Time{}
+}
+
+func (p *Process[K, T, O]) fireTimers(q *timerQueue[keyTimer[K]], upTo int64, d TimeDomain) {
+	p.out.reset(p.Ctx.Timed)
+	for {
+		ts, t, ok := q.pop(upTo)
+		if !ok {
+			break
+		}
+		p.cur.key, p.cur.hash, p.cur.ts, p.out.now = t.key, t.hash, ts, ts
+		p.fn.OnTimer(&p.cur, ts, d, &p.out)
+	}
+	p.out.flush(p.next)
+}

@@ -1,0 +1,167 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+)
+
+// Source produces the records of one subtask of a source operator. Sources
+// are replayable: Position says where the source stands, and Open resumes
+// from such a position.
+type Source[T any] interface {
+	// Open prepares subtask of parallelism to read from pos, a value
+	// Position returned earlier (possibly by another run), or from the
+	// beginning if pos is nil.
+	Open(subtask, parallelism int, pos []byte) error
+	// Read fills buf with up to len(buf) records and returns how many. It
+	// returns io.EOF when the source is exhausted. (0, nil) means nothing is
+	// available now; a Pacer says when to ask again.
+	Read(buf []T) (int, error)
+	// Position returns where to resume to read exactly the records after
+	// those Read has returned.
+	Position() []byte
+	// Close releases what the source holds.
+	Close() error
+}
+
+// Pacer is implemented by sources that produce on a schedule: NextReady says
+// when the next record is due (the zero time: now, or never when exhausted).
+type Pacer interface {
+	NextReady() time.Time
+}
+
+// WatermarkStrategy configures a source's timestamps and watermarks.
+type WatermarkStrategy[T any] struct {
+	// Timestamp extracts a record's event time, in epoch milliseconds.
+	Timestamp func(T) int64
+	// OutOfOrderness bounds how far behind the newest timestamp seen a
+	// record may be: the watermark is max timestamp - bound - 1 ms.
+	OutOfOrderness time.Duration
+	// IdleTimeout marks the source idle when it produced nothing for this
+	// long, so that it does not hold back the watermark downstream; 0
+	// never marks it idle.
+	IdleTimeout time.Duration
+}
+
+// SourceDriver is a source as a task drives it.
+type SourceDriver interface {
+	Operator
+	// Read reads one batch and pushes it down the chain. It returns io.EOF
+	// when the source is exhausted.
+	Read(now time.Time) (int, error)
+	// EventTime returns the source's watermark and whether it is idle.
+	EventTime(now time.Time) (wm int64, idle bool)
+	// NextReady says when a paced source next has records.
+	NextReady() time.Time
+	// Position returns the source's position (see Source).
+	Position() []byte
+}
+
+// SourceRunner drives a Source of T records.
+type SourceRunner[T any] struct {
+	Base
+	src    Source[T]
+	next   Input[T]
+	ev     *WatermarkStrategy[T]
+	pos    []byte // where to open
+	buf    []T
+	ts     []int64
+	maxTs  int64
+	lastAt time.Time // when records last came
+}
+
+// NewSourceRunner returns a driver for src that pushes batches of up to
+// batch records into next, opening src at pos. ev may be nil for a stream
+// without event time.
+func NewSourceRunner[T any](src Source[T], batch int, ev *WatermarkStrategy[T], pos []byte, next Input[T]) *SourceRunner[T] {
+	s := &SourceRunner[T]{src: src, next: next, ev: ev, pos: pos, buf: make([]T, batch), maxTs: MinWatermark}
+	if ev != nil {
+		s.ts = make([]int64, batch)
+	}
+	return s
+}
+
+// Open implements Operator.
+func (s *SourceRunner[T]) Open(ctx *Context) (err error) {
+	s.Ctx = ctx
+	defer recoverTo(ctx, &err)
+	if err := s.src.Open(ctx.Subtask, ctx.Parallelism, s.pos); err != nil {
+		return fmt.Errorf("open source: %w", err)
+	}
+	s.lastAt = time.Now()
+	return nil
+}
+
+// Read implements SourceDriver.
+func (s *SourceRunner[T]) Read(now time.Time) (int, error) {
+	defer Guard(s.Ctx)
+	n, err := s.src.Read(s.buf)
+	if err != nil && !errors.Is(err, io.EOF) {
+		Fail(s.Ctx, fmt.Errorf("source read: %w", err))
+	}
+	if n > len(s.buf) || n < 0 {
+		Fail(s.Ctx, fmt.Errorf("source read returned %d records into a buffer of %d", n, len(s.buf)))
+	}
+	if n > 0 {
+		s.lastAt = now
+		s.push(s.buf[:n])
+	}
+	return n, err
+}
+
+func (s *SourceRunner[T]) push(recs []T) {
+	if s.ev == nil {
+		s.next.Push(recs, nil)
+		return
+	}
+	ts := s.ts[:len(recs)]
+	for i := range recs {
+		t := s.ev.Timestamp(recs[i])
+		ts[i] = t
+		s.maxTs = max(s.maxTs, t)
+	}
+	s.next.Push(recs, ts)
+}
+
+// EventTime implements SourceDriver.
+func (s *SourceRunner[T]) EventTime(now time.Time) (int64, bool) {
+	if s.ev == nil || s.maxTs == MinWatermark {
+		return MinWatermark, s.ev != nil && s.idleSince(now)
+	}
+	return s.maxTs - s.ev.OutOfOrderness.Milliseconds() - 1, s.idleSince(now)
+}
+
+func (s *SourceRunner[T]) idleSince(now time.Time) bool {
+	return s.ev.IdleTimeout > 0 && now.Sub(s.lastAt) >= s.ev.IdleTimeout
+}
+
+// NextReady implements SourceDriver.
+func (s *SourceRunner[T]) NextReady() time.Time {
+	if p, ok := s.src.(Pacer); ok {
+		return p.NextReady()
+	}
+	return time.Time{}
+}
+
+// Position implements SourceDriver.
+func (s *SourceRunner[T]) Position() []byte { return s.src.Position() }
+
+// Close implements Operator.
+func (s *SourceRunner[T]) Close() error { return s.src.Close() }
+
+// recoverTo turns a panic in user code called outside the data path (Open,
+// Close) into an *Error in *errp. Defer it directly.
+func recoverTo(ctx *Context, errp *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(*Error); ok {
+		*errp = e
+		return
+	}
+	*errp = &Error{Operator: ctx.Operator, Subtask: ctx.Subtask, Err: panicValue{r}, Stack: debug.Stack()}
+}

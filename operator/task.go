@@ -1,0 +1,389 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ringflow/ringflow/ring"
+	"github.com/ringflow/ringflow/sched"
+)
+
+// Task runs one subtask of a chain of operators: either a source and the
+// operators chained to it, or input channels feeding the chain's head. It
+// implements sched.Task.
+type Task struct {
+	Name    string
+	Ctx     *Context   // context of the chain's head, for errors of the task itself
+	Ops     []Operator // the chain after the source (all of it for input tasks), a gate last if output crosses rings
+	Ctxs    []*Context // the context of each of Ops
+	Source  SourceDriver
+	Inputs  []*Channel
+	Ports   []Port     // the gate's output rings
+	Gate    IdleMarker // the gate, to mark outputs idle; nil if none
+	Opts    TaskOptions
+	tickers []Ticker
+
+	wm        int64 // watermark last passed down the chain
+	idle      bool  // outputs marked idle
+	next      int   // round-robin position among Inputs
+	live      int   // inputs not ended
+	opened    bool
+	finishing bool // END passed down the chain; waiting for the frames to drain
+	dirtyAt   time.Time
+	sourceDue time.Time
+}
+
+// SourcePoll is how often a source that has nothing to read, and does not
+// say when it will, is asked again.
+const SourcePoll = time.Millisecond
+
+// IdleMarker is the part of a gate a task uses to mark its output idle.
+type IdleMarker interface{ Idle(wm int64) }
+
+// TaskOptions tune a task's batching.
+type TaskOptions struct {
+	// MaxDelay bounds how long a record may wait in a partly filled frame
+	// while the task keeps finding input.
+	MaxDelay time.Duration
+	// Quantum is the number of input frames one Step handles at most.
+	Quantum int
+}
+
+var _ sched.Task = (*Task)(nil)
+
+// Open opens every operator of the chain, head first.
+func (t *Task) Open() error {
+	t.wm = MinWatermark
+	t.live = len(t.Inputs)
+	if t.Opts.Quantum == 0 {
+		t.Opts.Quantum = 16
+	}
+	if t.Source != nil {
+		if err := t.Source.Open(t.Ctx); err != nil {
+			return err
+		}
+	}
+	for i, op := range t.Ops {
+		if err := op.Open(t.Ctxs[i]); err != nil {
+			return fmt.Errorf("operator %q subtask %d: open: %w", t.Ctxs[i].Operator, t.Ctxs[i].Subtask, err)
+		}
+		if tk, ok := op.(Ticker); ok {
+			t.tickers = append(t.tickers, tk)
+		}
+	}
+	t.opened = true
+	return nil
+}
+
+// Close closes every operator, head first, and returns the first error.
+func (t *Task) Close() error {
+	var errs []error
+	if t.Source != nil {
+		errs = append(errs, t.Source.Close())
+	}
+	for _, op := range t.Ops {
+		errs = append(errs, op.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Step implements sched.Task.
+func (t *Task) Step(now time.Time) (st sched.Status, err error) {
+	defer t.recover(&err)
+	if !t.drain() {
+		return sched.Idle, nil
+	}
+	if t.finishing {
+		t.flushAll()
+		return sched.Done, nil
+	}
+	for _, tk := range t.tickers {
+		tk.Tick(now)
+	}
+	if t.Source != nil {
+		return t.stepSource(now)
+	}
+	return t.stepInputs(now)
+}
+
+// recover turns a panic raised by the runtime on behalf of the task (not by
+// an operator, which raises *Error itself) into an *Error naming the head.
+func (t *Task) recover(errp *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(*Error); ok {
+		*errp = e
+		return
+	}
+	err, ok := r.(error)
+	if !ok {
+		panic(r)
+	}
+	*errp = &Error{Operator: t.Ctx.Operator, Subtask: t.Ctx.Subtask, Err: err}
+}
+
+// drain writes frames that waited for room and reports whether all went.
+func (t *Task) drain() bool {
+	ok := true
+	for _, p := range t.Ports {
+		ok = p.Drain() && ok
+	}
+	return ok
+}
+
+// room reports whether every output can take a full frame.
+func (t *Task) room() bool {
+	for _, p := range t.Ports {
+		if !p.Room() {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Task) stepSource(now time.Time) (sched.Status, error) {
+	if !t.sourceDue.IsZero() && now.Before(t.sourceDue) {
+		return sched.Idle, nil
+	}
+	if !t.room() {
+		t.flushAll()
+		return sched.Idle, nil
+	}
+	n, err := t.Source.Read(now)
+	t.sourceDue = time.Time{}
+	if n > 0 {
+		t.markDirty(now)
+	}
+	wm, idle := t.Source.EventTime(now)
+	t.advance(wm, idle)
+	if errors.Is(err, io.EOF) {
+		t.finish()
+		return sched.Progress, nil
+	}
+	if n == 0 {
+		// Nothing now: ask again when a paced source says, or poll.
+		if t.sourceDue = t.Source.NextReady(); t.sourceDue.IsZero() {
+			t.sourceDue = now.Add(SourcePoll)
+		}
+		t.flushAll() // records should not wait for more that is not coming
+		return sched.Idle, nil
+	}
+	t.publish(now)
+	return sched.Progress, nil
+}
+
+func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
+	handled, dry := 0, false
+	for handled < t.Opts.Quantum {
+		c, f, err := t.nextFrame()
+		if err != nil {
+			return sched.Idle, err
+		}
+		if c == nil {
+			dry = true
+			break
+		}
+		if err := t.handle(c, f, now); err != nil {
+			return sched.Idle, err
+		}
+		c.Reader.Release(f)
+		handled++
+		if t.finishing || !t.drain() {
+			break
+		}
+	}
+	if dry {
+		t.flushAll()
+	} else {
+		t.publish(now)
+	}
+	if handled == 0 {
+		return sched.Idle, nil
+	}
+	return sched.Progress, nil
+}
+
+// nextFrame returns the next frame of the next input that has one, taking
+// inputs in turn so that none starves.
+func (t *Task) nextFrame() (*Channel, ring.Frame, error) {
+	n := len(t.Inputs)
+	for k := 0; k < n; k++ {
+		i := t.next + k
+		if i >= n {
+			i -= n
+		}
+		c := t.Inputs[i]
+		if c.ended || c.blocked {
+			continue
+		}
+		f, err := c.Reader.Next()
+		if err == ring.ErrEmpty {
+			continue
+		}
+		if err != nil {
+			return nil, f, fmt.Errorf("input channel %d: %w", c.Index, err)
+		}
+		t.next = i + 1
+		if t.next == n {
+			t.next = 0
+		}
+		return c, f, nil
+	}
+	return nil, ring.Frame{}, nil
+}
+
+func (t *Task) handle(c *Channel, f ring.Frame, now time.Time) error {
+	switch f.Type {
+	case ring.FrameData:
+		if err := c.push(f); err != nil {
+			return fmt.Errorf("input channel %d: %w", c.Index, err)
+		}
+		t.Ctx.Metrics.RecordsIn.Add(int64(f.Count))
+		t.markDirty(now)
+	case ring.FrameWatermark:
+		c.wm, c.idle = max(c.wm, f.Watermark()), f.Idle()
+		t.combineWatermarks()
+	case ring.FrameEnd:
+		c.ended = true
+		t.live--
+		if t.live == 0 {
+			t.finish()
+		} else {
+			t.combineWatermarks()
+		}
+	case ring.FrameBarrier:
+		return fmt.Errorf("input channel %d: checkpoint barrier %d, but checkpoints are not enabled",
+			c.Index, f.Barrier().ID)
+	}
+	return nil
+}
+
+// combineWatermarks passes down the minimum watermark of the inputs that are
+// neither ended nor idle; if every live input is idle, the output is idle.
+func (t *Task) combineWatermarks() {
+	wm, active := int64(MaxWatermark), false
+	for _, c := range t.Inputs {
+		if !c.ended && !c.idle {
+			wm, active = min(wm, c.wm), true
+		}
+	}
+	if !active {
+		t.advance(t.wm, true)
+		return
+	}
+	t.advance(wm, false)
+}
+
+// advance passes watermark wm down the chain if it moved, and marks the
+// output idle or active as idle says.
+func (t *Task) advance(wm int64, idle bool) {
+	if wm > t.wm {
+		t.wm = wm
+		for _, op := range t.Ops {
+			op.Watermark(wm)
+		}
+		t.idle = false
+	}
+	if idle != t.idle && t.Gate != nil {
+		t.idle = idle
+		if idle {
+			t.Gate.Idle(t.wm)
+		}
+	}
+}
+
+// finish ends the chain: every window and timer fires, then END goes out.
+func (t *Task) finish() {
+	t.advance(MaxWatermark, false)
+	for _, op := range t.Ops {
+		op.End()
+	}
+	t.finishing = true
+	t.flushAll()
+}
+
+func (t *Task) markDirty(now time.Time) {
+	if t.dirtyAt.IsZero() {
+		t.dirtyAt = now
+	}
+}
+
+// flushAll closes every partly filled frame and publishes.
+func (t *Task) flushAll() {
+	for _, p := range t.Ports {
+		p.Flush()
+	}
+	t.dirtyAt = time.Time{}
+}
+
+// publish publishes full frames, and partly filled ones too once the oldest
+// record in them has waited MaxDelay.
+func (t *Task) publish(now time.Time) {
+	if !t.dirtyAt.IsZero() && now.Sub(t.dirtyAt) >= t.Opts.MaxDelay {
+		t.flushAll()
+		return
+	}
+	for _, p := range t.Ports {
+		p.Publish()
+	}
+}
+
+// PrepareToPark implements sched.Task.
+func (t *Task) PrepareToPark() bool {
+	for i, p := range t.Ports {
+		if !p.Room() {
+			// Blocked on output: wait for room, not for input.
+			if !p.PrepareToPark() {
+				t.unparkPorts(i)
+				return false
+			}
+		}
+	}
+	if t.Source != nil || t.finishing {
+		return true
+	}
+	for i, c := range t.Inputs {
+		if c.ended || c.blocked {
+			continue
+		}
+		if !c.Reader.PrepareToPark() {
+			t.unparkInputs(i)
+			t.unparkPorts(len(t.Ports))
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Task) unparkPorts(n int) {
+	for _, p := range t.Ports[:n] {
+		p.Unpark()
+	}
+}
+
+func (t *Task) unparkInputs(n int) {
+	for _, c := range t.Inputs[:n] {
+		c.Reader.Unpark()
+	}
+}
+
+// Unpark implements sched.Task.
+func (t *Task) Unpark() {
+	t.unparkPorts(len(t.Ports))
+	t.unparkInputs(len(t.Inputs))
+}
+
+// Deadline implements sched.Task.
+func (t *Task) Deadline() time.Time {
+	d := t.sourceDue
+	for _, tk := range t.tickers {
+		if td := tk.Deadline(); !td.IsZero() && (d.IsZero() || td.Before(d)) {
+			d = td
+		}
+	}
+	return d
+}

@@ -1,0 +1,297 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ringflow/ringflow/snapshot/cow"
+)
+
+// WindowKind says how windows are assigned.
+type WindowKind int
+
+const (
+	// Tumbling windows of Size, aligned to the epoch, do not overlap.
+	Tumbling WindowKind = iota
+	// Sliding windows of Size start every Slide, aligned to the epoch.
+	Sliding
+	// Session windows close after Gap without records for their key; a
+	// record opens [ts, ts+Gap), and windows of a key that overlap merge.
+	Session
+)
+
+// Windows describes an event-time window assignment.
+type Windows struct {
+	Kind  WindowKind
+	Size  time.Duration // Tumbling, Sliding
+	Slide time.Duration // Sliding
+	Gap   time.Duration // Session
+}
+
+// Validate reports what is wrong with w, if anything.
+func (w Windows) Validate() error {
+	switch w.Kind {
+	case Tumbling:
+		if w.Size.Milliseconds() < 1 {
+			return fmt.Errorf("tumbling window size %v: must be at least 1ms", w.Size)
+		}
+	case Sliding:
+		if w.Size.Milliseconds() < 1 || w.Slide.Milliseconds() < 1 {
+			return fmt.Errorf("sliding window size %v, slide %v: both must be at least 1ms", w.Size, w.Slide)
+		}
+	case Session:
+		if w.Gap.Milliseconds() < 1 {
+			return fmt.Errorf("session gap %v: must be at least 1ms", w.Gap)
+		}
+	default:
+		return fmt.Errorf("unknown window kind %d", w.Kind)
+	}
+	return nil
+}
+
+// Window is the half-open event-time interval [Start, End), in epoch ms.
+type Window struct{ Start, End int64 }
+
+// MaxTimestamp is the last timestamp in the window; its results carry it.
+func (w Window) MaxTimestamp() int64 { return w.End - 1 }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// assign appends the windows a record at ts belongs to.
+func (w Windows) assign(ts int64, dst []Window) []Window {
+	switch w.Kind {
+	case Tumbling:
+		size := w.Size.Milliseconds()
+		start := floorDiv(ts, size) * size
+		return append(dst, Window{start, start + size})
+	case Sliding:
+		size, slide := w.Size.Milliseconds(), w.Slide.Milliseconds()
+		for start := floorDiv(ts, slide) * slide; start > ts-size; start -= slide {
+			dst = append(dst, Window{start, start + size})
+		}
+		return dst
+	}
+	return append(dst, Window{ts, ts + w.Gap.Milliseconds()})
+}
+
+// WindowResult is one window's result for one key.
+type WindowResult[K comparable, O any] struct {
+	Key   K
+	Start int64 // window start, epoch ms
+	End   int64 // window end (exclusive), epoch ms
+	Value O
+}
+
+// WindowOptions are the less common window settings.
+type WindowOptions[T any] struct {
+	// AllowedLateness keeps a window's state this long after it fired;
+	// records arriving meanwhile update it and fire it again.
+	AllowedLateness time.Duration
+	// Late, if set, receives the records that arrive after their windows'
+	// allowed lateness (they are always counted in Metrics.LateDropped).
+	Late func(T)
+}
+
+type winKey[K comparable] struct {
+	key K
+	win Window
+}
+
+type winState[A any] struct {
+	acc A
+	ok  bool
+}
+
+// WindowAgg aggregates records per key and event-time window and emits each
+// window's result when the watermark passes its end.
+type WindowAgg[K comparable, T, A, O any] struct {
+	Base
+	keys     KeyFuncs[K, T]
+	windows  Windows
+	agg      AggregateFunc[T, A, O]
+	opts     WindowOptions[T]
+	next     Input[WindowResult[K, O]]
+	state    *cow.Map[winKey[K], winState[A]]
+	fire     timerQueue[winKey[K]] // at the window's max timestamp
+	cleanup  timerQueue[winKey[K]] // at max timestamp + allowed lateness
+	sessions map[K][]Window        // a key's open sessions; derived from state
+	wm       int64
+	out      []WindowResult[K, O]
+	outTs    []int64
+	assigned []Window
+}
+
+// NewWindowAgg returns a window operator feeding next.
+func NewWindowAgg[K comparable, T, A, O any](keys KeyFuncs[K, T], w Windows, agg AggregateFunc[T, A, O],
+	opts WindowOptions[T], next Input[WindowResult[K, O]]) *WindowAgg[K, T, A, O] {
+	return &WindowAgg[K, T, A, O]{keys: keys, windows: w, agg: agg, opts: opts, next: next, wm: MinWatermark}
+}
+
+// Open implements Operator.
+func (o *WindowAgg[K, T, A, O]) Open(ctx *Context) error {
+	o.Ctx = ctx
+	hash := o.keys.Hash
+	o.state = newState[winKey[K], winState[A]](ctx, func(k winKey[K]) uint64 { return hash(k.key) })
+	if o.windows.Kind == Session {
+		o.sessions = make(map[K][]Window)
+	}
+	return nil
+}
+
+var errNoEventTime = errors.New("windows need event time: give the source an EventTime (timestamps and watermarks)")
+
+// Push implements Input.
+func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
+	defer Guard(o.Ctx)
+	if ts == nil {
+		Fail(o.Ctx, errNoEventTime)
+	}
+	lateness := o.opts.AllowedLateness.Milliseconds()
+	for i := range recs {
+		k := o.keys.Key(recs[i])
+		h := o.keys.Hash(k)
+		o.assigned = o.windows.assign(ts[i], o.assigned[:0])
+		if o.windows.Kind == Session {
+			o.assigned[0] = o.mergeSessions(k, h, o.assigned[0])
+		}
+		for _, win := range o.assigned {
+			if win.MaxTimestamp()+lateness <= o.wm {
+				o.late(recs[i])
+				continue
+			}
+			wk := winKey[K]{k, win}
+			p := upsert(o.Ctx, o.state, h, wk)
+			if !p.ok {
+				p.acc, p.ok = o.agg.Create(), true
+				o.fire.add(win.MaxTimestamp(), wk)
+			}
+			p.acc = o.agg.Add(p.acc, recs[i])
+			if win.MaxTimestamp() <= o.wm { // a late record within the allowed lateness
+				o.emit(wk, p.acc)
+			}
+		}
+	}
+	o.flush()
+}
+
+func (o *WindowAgg[K, T, A, O]) late(rec T) {
+	o.Ctx.Metrics.LateDropped.Add(1)
+	if o.opts.Late != nil {
+		o.opts.Late(rec)
+	}
+}
+
+// mergeSessions merges the new session window w of key k with the key's
+// sessions that overlap it, and returns the merged window. The merged
+// sessions' accumulators are combined into the merged window's state.
+func (o *WindowAgg[K, T, A, O]) mergeSessions(k K, h uint64, w Window) Window {
+	open := o.sessions[k]
+	kept := open[:0:0]
+	var acc A
+	var have bool
+	for _, s := range open {
+		if s.Start >= w.End || w.Start >= s.End {
+			kept = append(kept, s)
+			continue
+		}
+		w = Window{min(w.Start, s.Start), max(w.End, s.End)}
+		old := winKey[K]{k, s}
+		if st, ok := o.state.GetHashed(h, old); ok && st.ok {
+			if have {
+				acc = o.agg.Merge(acc, st.acc)
+			} else {
+				acc, have = st.acc, true
+			}
+		}
+		o.state.DeleteHashed(h, old)
+		o.fire.delete(old)
+		o.cleanup.delete(old)
+	}
+	o.sessions[k] = append(kept, w)
+	if have {
+		wk := winKey[K]{k, w}
+		p := upsert(o.Ctx, o.state, h, wk)
+		if p.ok {
+			acc = o.agg.Merge(acc, p.acc)
+		}
+		p.acc, p.ok = acc, true
+		o.fire.add(w.MaxTimestamp(), wk)
+	}
+	return w
+}
+
+func (o *WindowAgg[K, T, A, O]) emit(wk winKey[K], acc A) {
+	o.out = append(o.out, WindowResult[K, O]{Key: wk.key, Start: wk.win.Start, End: wk.win.End, Value: o.agg.Result(acc)})
+	o.outTs = append(o.outTs, wk.win.MaxTimestamp())
+}
+
+func (o *WindowAgg[K, T, A, O]) flush() {
+	if len(o.out) > 0 {
+		o.next.Push(o.out, o.outTs)
+		clear(o.out)
+		o.out, o.outTs = o.out[:0], o.outTs[:0]
+	}
+}
+
+// Watermark implements Operator: it fires every window whose end the
+// watermark passed, and drops state past its allowed lateness.
+func (o *WindowAgg[K, T, A, O]) Watermark(wm int64) {
+	defer Guard(o.Ctx)
+	o.wm = wm
+	lateness := o.opts.AllowedLateness.Milliseconds()
+	for {
+		_, wk, ok := o.fire.pop(wm)
+		if !ok {
+			break
+		}
+		h := o.keys.Hash(wk.key)
+		st, ok := o.state.GetHashed(h, wk)
+		if !ok {
+			continue
+		}
+		o.emit(wk, st.acc)
+		if lateness == 0 || wm == MaxWatermark {
+			o.drop(h, wk)
+		} else {
+			o.cleanup.add(wk.win.MaxTimestamp()+lateness, wk)
+		}
+		if len(o.out) >= 4096 {
+			o.flush()
+		}
+	}
+	for {
+		_, wk, ok := o.cleanup.pop(wm)
+		if !ok {
+			break
+		}
+		o.drop(o.keys.Hash(wk.key), wk)
+	}
+	o.flush()
+}
+
+// drop deletes a window's state (and, for sessions, its index entry).
+func (o *WindowAgg[K, T, A, O]) drop(h uint64, wk winKey[K]) {
+	o.state.DeleteHashed(h, wk)
+	if o.sessions == nil {
+		return
+	}
+	open := o.sessions[wk.key]
+	for i, s := range open {
+		if s == wk.win {
+			open = append(open[:i:i], open[i+1:]...)
+			break
+		}
+	}
+	if len(open) == 0 {
+		delete(o.sessions, wk.key)
+	} else {
+		o.sessions[wk.key] = open
+	}
+}

@@ -1,0 +1,261 @@
+package ringflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ringflow/ringflow/keygroups"
+	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/ring"
+	"github.com/ringflow/ringflow/sched"
+)
+
+// Run checks the job graph, starts it, and waits until every sink has seen
+// the end of its input (bounded sources), the context is cancelled, or an
+// operator fails. It returns nil, ctx.Err(), or the failure, which names the
+// operator and subtask (an *operator.Error). Every worker has exited when
+// Run returns.
+func (j *Job) Run(ctx context.Context) error {
+	if j.ran {
+		return errors.New("ringflow: Run called twice on one job")
+	}
+	j.ran = true
+	if err := j.cfg.validate(); err != nil {
+		return err
+	}
+	if err := j.validate(); err != nil {
+		return err
+	}
+	p, err := j.plan()
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if err := p.open(); err != nil {
+		return err
+	}
+	runErr := p.pool.Run(ctx)
+	closeErr := p.closeTasks()
+	if runErr != nil {
+		return runErr
+	}
+	return closeErr
+}
+
+// physical is a job laid out as tasks and rings.
+type physical struct {
+	job    *Job
+	pool   *sched.Pool
+	tasks  []*operator.Task
+	rings  []*ring.Ring
+	opened int
+}
+
+type ringKey struct {
+	e    *edge
+	u, d int
+}
+
+type taskKey struct {
+	c *chain
+	i int
+}
+
+func (j *Job) plan() (*physical, error) {
+	chains := j.chains()
+	for _, c := range chains {
+		for _, e := range c.head().inputs {
+			if err := e.codecError(); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrGraph, err)
+			}
+		}
+	}
+	pool, err := sched.New(sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin})
+	if err != nil {
+		return nil, err
+	}
+	p := &physical{job: j, pool: pool}
+	rings, err := p.makeRings(chains)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	workers := pool.Workers()
+	workerOf := map[taskKey]*sched.Worker{}
+	for _, c := range chains {
+		for i := range c.head().parallelism {
+			workerOf[taskKey{c, i}] = workers[len(workerOf)%len(workers)]
+		}
+	}
+	chainOf := map[*node]*chain{}
+	for _, c := range chains {
+		for _, n := range c.nodes {
+			chainOf[n] = c
+		}
+	}
+	for k, r := range rings {
+		r.SetWakers(workerOf[taskKey{chainOf[k.e.to], k.d}], workerOf[taskKey{chainOf[k.e.from], k.u}])
+	}
+	for _, c := range chains {
+		for i := range c.head().parallelism {
+			t, err := p.buildTask(c, i, rings)
+			if err != nil {
+				p.close()
+				return nil, err
+			}
+			workerOf[taskKey{c, i}].Add(t)
+			p.tasks = append(p.tasks, t)
+		}
+	}
+	return p, nil
+}
+
+// makeRings creates one ring per (edge, upstream subtask, downstream
+// subtask) pair that exchanges records.
+func (p *physical) makeRings(chains []*chain) (map[ringKey]*ring.Ring, error) {
+	rings := map[ringKey]*ring.Ring{}
+	for _, c := range chains {
+		for _, e := range c.head().inputs {
+			for u := range e.from.parallelism {
+				for _, d := range e.targets(u) {
+					r, err := ring.New(ring.Options{Capacity: p.job.cfg.RingCapacity})
+					if err != nil {
+						return nil, fmt.Errorf("ringflow: ring from %q to %q: %w", e.from.name, e.to.name, err)
+					}
+					rings[ringKey{e, u, d}] = r
+					p.rings = append(p.rings, r)
+				}
+			}
+		}
+	}
+	return rings, nil
+}
+
+// buildTask instantiates subtask i of chain c: the gate, then the operators
+// from the tail back to the head, then the head's input channels.
+func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*operator.Task, error) {
+	j := p.job
+	t := &operator.Task{Name: fmt.Sprintf("%s#%d", c.head().name, i),
+		Opts: operator.TaskOptions{MaxDelay: j.cfg.MaxBatchDelay}}
+	var down any
+	if tail := c.tail(); tail.out != nil {
+		in, g, err := p.buildGate(tail, i, rings)
+		if err != nil {
+			return nil, err
+		}
+		ctx, err := p.context(tail, i)
+		if err != nil {
+			return nil, err
+		}
+		down, t.Ports, t.Gate = in, g.ports, g.idle
+		t.Ops, t.Ctxs = []operator.Operator{g.op}, []*operator.Context{ctx}
+	}
+	for k := len(c.nodes) - 1; k >= 0; k-- {
+		n := c.nodes[k]
+		ctx, err := p.context(n, i)
+		if err != nil {
+			return nil, err
+		}
+		inputs, op := n.build(ctx, down)
+		if k == 0 {
+			t.Ctx = ctx
+			if src, ok := op.(operator.SourceDriver); ok && len(n.inputs) == 0 {
+				t.Source = src
+				break
+			}
+			t.Inputs = p.channels(n, i, inputs, rings)
+		}
+		t.Ops = append([]operator.Operator{op}, t.Ops...)
+		t.Ctxs = append([]*operator.Context{ctx}, t.Ctxs...)
+		if k > 0 {
+			down = inputs[0]
+		}
+	}
+	return t, nil
+}
+
+func (p *physical) context(n *node, i int) (*operator.Context, error) {
+	kgs, err := p.job.keyGroupsOf(n, i)
+	if err != nil {
+		return nil, fmt.Errorf("operator %q: %w", n.name, err)
+	}
+	timed := len(n.inputs) > 0
+	for _, e := range n.inputs {
+		timed = timed && e.from.timed
+	}
+	return &operator.Context{Operator: n.name, Subtask: i, Parallelism: n.parallelism,
+		MaxParallelism: p.job.cfg.MaxParallelism, KeyGroups: kgs, Timed: timed,
+		Metrics: p.job.metrics[n.name]}, nil
+}
+
+func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, *gateOps, error) {
+	var edges []operator.EdgeOut
+	for _, e := range n.outputs {
+		eo := operator.EdgeOut{Partitioning: e.part, KeyHash: e.keyHash}
+		for _, d := range e.targets(i) {
+			eo.Writers = append(eo.Writers, rings[ringKey{e, i, d}].Writer())
+		}
+		if e.part == operator.Hash {
+			part, err := keygroups.NewPartitioner(e.to.parallelism, p.job.cfg.MaxParallelism)
+			if err != nil {
+				return nil, nil, fmt.Errorf("operator %q: %w", e.to.name, err)
+			}
+			eo.Partitioner = part
+		}
+		edges = append(edges, eo)
+	}
+	opts := operator.GateOptions{Timed: n.timed, FrameBytes: p.job.cfg.FrameBytes}
+	in, g, err := n.out.gate(opts, edges)
+	if err != nil {
+		return nil, nil, fmt.Errorf("operator %q: %w", n.name, err)
+	}
+	return in, g, nil
+}
+
+// channels makes the input channels of subtask i of head node n: one per
+// ring that reaches it, each feeding the node's input for its edge's port.
+func (p *physical) channels(n *node, i int, inputs []any, rings map[ringKey]*ring.Ring) []*operator.Channel {
+	var chans []*operator.Channel
+	for _, e := range n.inputs {
+		mk := e.from.out.input(inputs[e.port], e.from.timed)
+		for u := range e.from.parallelism {
+			r, ok := rings[ringKey{e, u, i}]
+			if !ok {
+				continue // a forward edge pairs u with u only
+			}
+			ch := mk(r.Reader())
+			ch.Index = len(chans)
+			chans = append(chans, ch)
+		}
+	}
+	return chans
+}
+
+// open opens every task; on failure it leaves p.opened saying how many to
+// close.
+func (p *physical) open() error {
+	for _, t := range p.tasks {
+		if err := t.Open(); err != nil {
+			return err
+		}
+		p.opened++
+	}
+	return nil
+}
+
+func (p *physical) closeTasks() error {
+	var errs []error
+	for _, t := range p.tasks[:p.opened] {
+		errs = append(errs, t.Close())
+	}
+	p.opened = 0
+	return errors.Join(errs...)
+}
+
+func (p *physical) close() {
+	p.closeTasks()
+	for _, r := range p.rings {
+		r.Close()
+	}
+}

@@ -1,0 +1,184 @@
+package ringflow
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ringflow/ringflow/operator"
+)
+
+// SourceFunc is the interface sources implement; see operator.Source.
+type SourceFunc[T any] = operator.Source[T]
+
+// WatermarkStrategy says how a source's records are timestamped and
+// watermarked; see operator.WatermarkStrategy.
+type WatermarkStrategy[T any] = operator.WatermarkStrategy[T]
+
+// GenOptions configure Generate.
+type GenOptions struct {
+	// Count is the number of records to generate over all subtasks; 0
+	// generates without end.
+	Count uint64
+	// Rate is the number of records per second over all subtasks; 0 is as
+	// fast as the job takes them.
+	Rate float64
+}
+
+// Generate returns a source of f(0), f(1), ...: subtask i of p generates
+// the sequence numbers i, i+p, i+2p, ... Its position is the count of
+// records a subtask has generated, so it replays exactly.
+func Generate[T any](f func(seq uint64) T, opts GenOptions) NewSource[T] {
+	return func() SourceFunc[T] { return &generator[T]{f: f, opts: opts} }
+}
+
+type generator[T any] struct {
+	f       func(uint64) T
+	opts    GenOptions
+	sub     uint64
+	par     uint64
+	emitted uint64 // records this subtask has generated
+	limit   uint64 // records this subtask generates in all; 0: no end
+	start   time.Time
+	base    uint64  // emitted when pacing started
+	rate    float64 // per subtask
+}
+
+func (g *generator[T]) Open(subtask, parallelism int, pos []byte) error {
+	g.sub, g.par = uint64(subtask), uint64(parallelism)
+	if pos != nil {
+		if len(pos) != 8 {
+			return fmt.Errorf("generator position of %d bytes, want 8", len(pos))
+		}
+		g.emitted = binary.LittleEndian.Uint64(pos)
+	}
+	if g.opts.Count > 0 {
+		// Sequence numbers below Count that are ≡ subtask (mod p).
+		g.limit = (g.opts.Count + g.par - 1 - g.sub) / g.par
+	}
+	g.rate = g.opts.Rate / float64(parallelism)
+	g.start, g.base = time.Now(), g.emitted
+	return nil
+}
+
+func (g *generator[T]) Read(buf []T) (int, error) {
+	n := uint64(len(buf))
+	if g.limit > 0 {
+		if g.emitted >= g.limit {
+			return 0, io.EOF
+		}
+		n = min(n, g.limit-g.emitted)
+	}
+	if g.rate > 0 {
+		due := g.base + uint64(time.Since(g.start).Seconds()*g.rate)
+		if due <= g.emitted {
+			return 0, nil
+		}
+		n = min(n, due-g.emitted)
+	}
+	for i := range n {
+		buf[i] = g.f(g.sub + (g.emitted+i)*g.par)
+	}
+	g.emitted += n
+	return int(n), nil
+}
+
+// NextReady implements operator.Pacer.
+func (g *generator[T]) NextReady() time.Time {
+	if g.rate <= 0 {
+		return time.Time{}
+	}
+	return g.start.Add(time.Duration(float64(g.emitted-g.base+1) / g.rate * float64(time.Second)))
+}
+
+func (g *generator[T]) Position() []byte { return binary.LittleEndian.AppendUint64(nil, g.emitted) }
+
+func (g *generator[T]) Close() error { return nil }
+
+// FromSlice returns a source of the records of xs: subtask i of p reads
+// xs[i], xs[i+p], ...
+func FromSlice[T any](xs []T) NewSource[T] {
+	return Generate(func(seq uint64) T { return xs[seq] }, GenOptions{Count: uint64(len(xs))})
+}
+
+// FileLines returns a source of the lines of the file at path, without
+// their line endings: subtask i of p reads lines i, i+p, ... Its position is
+// the byte offset and number of the next line.
+func FileLines(path string) NewSource[string] {
+	return func() SourceFunc[string] { return &fileLines{path: path} }
+}
+
+type fileLines struct {
+	path     string
+	f        *os.File
+	r        *bufio.Reader
+	sub, par uint64
+	offset   uint64 // byte offset of the next line
+	line     uint64 // number of the next line
+}
+
+func (s *fileLines) Open(subtask, parallelism int, pos []byte) error {
+	s.sub, s.par = uint64(subtask), uint64(parallelism)
+	if pos != nil {
+		if len(pos) != 16 {
+			return fmt.Errorf("file position of %d bytes, want 16", len(pos))
+		}
+		s.offset, s.line = binary.LittleEndian.Uint64(pos), binary.LittleEndian.Uint64(pos[8:])
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(int64(s.offset), io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("seek %s to %d: %w", s.path, s.offset, err)
+	}
+	s.f, s.r = f, bufio.NewReaderSize(f, 64<<10)
+	return nil
+}
+
+func (s *fileLines) Read(buf []string) (int, error) {
+	n := 0
+	for n < len(buf) {
+		line, err := s.r.ReadString('\n')
+		if err == io.EOF && line == "" {
+			return n, io.EOF
+		}
+		if err != nil && err != io.EOF {
+			return n, fmt.Errorf("read %s at byte %d: %w", s.path, s.offset, err)
+		}
+		s.offset += uint64(len(line))
+		mine := s.line%s.par == s.sub
+		s.line++
+		if mine {
+			buf[n] = trimEOL(line)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func trimEOL(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '\n' {
+		s = s[:len(s)-1]
+		if len(s) > 0 && s[len(s)-1] == '\r' {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}
+
+func (s *fileLines) Position() []byte {
+	b := binary.LittleEndian.AppendUint64(nil, s.offset)
+	return binary.LittleEndian.AppendUint64(b, s.line)
+}
+
+func (s *fileLines) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	return s.f.Close()
+}

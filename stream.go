@@ -1,0 +1,325 @@
+package ringflow
+
+import (
+	"reflect"
+	"time"
+
+	"github.com/ringflow/ringflow/operator"
+)
+
+// Stream is a stream of records of type T: the output of an operator, or
+// the union of several.
+type Stream[T any] struct {
+	job  *Job
+	srcs []streamSrc
+}
+
+// streamSrc is one operator output a stream draws from, with the
+// partitioning the next edge out of it will use.
+type streamSrc struct {
+	node    *node
+	part    operator.Partitioning
+	keyHash any // func(*T) uint64 for Hash
+}
+
+// KeyedStream is a stream partitioned by key: the operators applied to it
+// see each key on exactly one subtask and may keep state per key.
+type KeyedStream[K comparable, T any] struct {
+	Stream[T]
+	keys operator.KeyFuncs[K, T]
+}
+
+// Collector gathers records a FlatMap or process function emits.
+type Collector[T any] = operator.Collector[T]
+
+// Codec encodes records of type T into ring frames; see operator.Codec.
+type Codec[T any] = operator.Codec[T]
+
+func (s Stream[T]) timed() bool {
+	for _, src := range s.srcs {
+		if !src.node.timed {
+			return false
+		}
+	}
+	return len(s.srcs) > 0
+}
+
+// checkTimed records an error if some of the stream's inputs carry event
+// time and others do not.
+func (s Stream[T]) checkTimed(name string) bool {
+	t := s.timed()
+	for _, src := range s.srcs {
+		if src.node.timed != t {
+			s.job.errorf("operator %q: its input mixes streams with and without event time", name)
+		}
+	}
+	return t
+}
+
+func newStream[T any](j *Job, n *node, o nodeOptions, timed bool) Stream[T] {
+	n.timed = timed
+	n.out = typeOf[T](j, n, o.codec)
+	return Stream[T]{job: j, srcs: []streamSrc{{node: n}}}
+}
+
+// NewSource makes the source of one subtask; each subtask gets its own.
+type NewSource[T any] func() operator.Source[T]
+
+// Source adds a source operator; each subtask reads a source newSrc makes.
+func Source[T any](j *Job, name string, newSrc NewSource[T], opts ...Option) Stream[T] {
+	return sourceNode(j, name, newSrc, nil, opts)
+}
+
+// SourceWithEventTime adds a source whose records carry event time, with
+// watermarks as ws says.
+func SourceWithEventTime[T any](j *Job, name string, newSrc NewSource[T], ws operator.WatermarkStrategy[T], opts ...Option) Stream[T] {
+	if ws.Timestamp == nil {
+		j.errorf("source %q: watermark strategy without a Timestamp function", name)
+	}
+	return sourceNode(j, name, newSrc, &ws, opts)
+}
+
+func sourceNode[T any](j *Job, name string, newSrc NewSource[T], ws *operator.WatermarkStrategy[T], opts []Option) Stream[T] {
+	n, o := j.addNode(name, opts)
+	batch := j.cfg.BatchSize
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		return nil, operator.NewSourceRunner(newSrc(), batch, ws, nil, down.(operator.Input[T]))
+	}
+	return newStream[T](j, n, o, ws != nil)
+}
+
+// Map adds an operator that applies f to every record.
+func Map[T, U any](s Stream[T], name string, f func(T) U, opts ...Option) Stream[U] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewMap(f, down.(operator.Input[U]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[U](s.job, n, o, s.checkTimed(name))
+}
+
+// Filter adds an operator that keeps the records for which keep is true.
+func Filter[T any](s Stream[T], name string, keep func(T) bool, opts ...Option) Stream[T] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewFilter(keep, down.(operator.Input[T]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[T](s.job, n, o, s.checkTimed(name))
+}
+
+// FlatMap adds an operator that calls f for every record; f emits any number
+// of records through the collector.
+func FlatMap[T, U any](s Stream[T], name string, f func(T, *Collector[U]), opts ...Option) Stream[U] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewFlatMap(f, down.(operator.Input[U]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[U](s.job, n, o, s.checkTimed(name))
+}
+
+// Union merges streams of the same type into one.
+func Union[T any](s Stream[T], more ...Stream[T]) Stream[T] {
+	u := Stream[T]{job: s.job, srcs: append([]streamSrc(nil), s.srcs...)}
+	for _, m := range more {
+		u.srcs = append(u.srcs, m.srcs...)
+	}
+	return u
+}
+
+// Rebalance makes the next operator receive the stream's batches spread
+// evenly over its subtasks, round robin.
+func Rebalance[T any](s Stream[T]) Stream[T] {
+	r := Stream[T]{job: s.job}
+	for _, src := range s.srcs {
+		r.srcs = append(r.srcs, streamSrc{node: src.node, part: operator.Rebalance})
+	}
+	return r
+}
+
+// KeyBy partitions the stream by the key key returns: each key goes to the
+// subtask that owns its key group.
+func KeyBy[K comparable, T any](s Stream[T], key func(T) K) KeyedStream[K, T] {
+	hash, err := hasherFor[K]()
+	if err != nil {
+		s.job.errorf("KeyBy: %v", err)
+	}
+	keys := operator.KeyFuncs[K, T]{Key: key, Hash: hash}
+	keyHash := func(p *T) uint64 { return hash(key(*p)) }
+	k := KeyedStream[K, T]{Stream: Stream[T]{job: s.job}, keys: keys}
+	for _, src := range s.srcs {
+		k.srcs = append(k.srcs, streamSrc{node: src.node, part: operator.Hash, keyHash: keyHash})
+	}
+	return k
+}
+
+// Reduce adds a keyed operator that folds each key's records with f and
+// emits the running result after every record.
+func Reduce[K comparable, T any](k KeyedStream[K, T], name string, f func(acc, rec T) T, opts ...Option) Stream[T] {
+	n, o := k.job.addNode(name, opts, k.srcs)
+	n.keyed = true
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewReduce(k.keys, f, down.(operator.Input[T]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[T](k.job, n, o, k.checkTimed(name))
+}
+
+// AggregateFunc folds records into an accumulator; see operator.AggregateFunc.
+type AggregateFunc[T, A, O any] = operator.AggregateFunc[T, A, O]
+
+// Aggregate adds a keyed operator that folds each key's records into an
+// accumulator and emits its result after every record.
+func Aggregate[K comparable, T, A, O any](k KeyedStream[K, T], name string, agg AggregateFunc[T, A, O], opts ...Option) Stream[O] {
+	n, o := k.job.addNode(name, opts, k.srcs)
+	n.keyed = true
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewAggregate(k.keys, agg, down.(operator.Input[O]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[O](k.job, n, o, k.checkTimed(name))
+}
+
+// ProcessFunc is keyed user code with state and timers; see
+// operator.ProcessFunc.
+type ProcessFunc[K comparable, T, O any] = operator.ProcessFunc[K, T, O]
+
+// Process adds a keyed operator running fn, which may keep keyed state
+// (operator.NewValueState, operator.NewMapState) and set timers.
+func Process[K comparable, T, O any](k KeyedStream[K, T], name string, fn func() ProcessFunc[K, T, O], opts ...Option) Stream[O] {
+	n, o := k.job.addNode(name, opts, k.srcs)
+	n.keyed = true
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewProcess(k.keys, fn(), down.(operator.Input[O]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[O](k.job, n, o, k.checkTimed(name))
+}
+
+// Windows describes event-time windows; see TumblingWindows, SlidingWindows
+// and SessionWindows.
+type Windows = operator.Windows
+
+// WindowResult is one window's result for one key.
+type WindowResult[K comparable, O any] = operator.WindowResult[K, O]
+
+// Window adds a keyed operator that aggregates each key's records per
+// event-time window and emits each window's result once the watermark
+// passes its end.
+func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windows, agg AggregateFunc[T, A, O], opts ...Option) Stream[WindowResult[K, O]] {
+	n, o := k.job.addNode(name, opts, k.srcs)
+	n.keyed = true
+	if err := w.Validate(); err != nil {
+		k.job.errorf("window %q: %v", name, err)
+	}
+	wo := operator.WindowOptions[T]{AllowedLateness: o.lateness}
+	if o.late != nil {
+		f, ok := o.late.(func(T))
+		if !ok {
+			k.job.errorf("window %q: LateRecords takes a func(%s)", name, reflect.TypeFor[T]())
+		}
+		wo.Late = f
+	}
+	if !k.timed() {
+		k.job.errorf("window %q: its input has no event time (use SourceWithEventTime)", name)
+	}
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewWindowAgg(k.keys, w, agg, wo, down.(operator.Input[WindowResult[K, O]]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[WindowResult[K, O]](k.job, n, o, k.checkTimed(name))
+}
+
+// WindowJoin adds an operator that joins two keyed streams per key and
+// window: when the watermark passes a window's end it emits f(l, r) for
+// every pair of records of one key in that window.
+func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedStream[K, R], name string, w Windows, f func(L, R) O, opts ...Option) Stream[O] {
+	j := left.job
+	n, o := j.addNode(name, opts, left.srcs, right.srcs)
+	n.keyed = true
+	if err := w.Validate(); err != nil || w.Kind == operator.Session {
+		j.errorf("window join %q: needs tumbling or sliding windows (%v)", name, err)
+	}
+	if !left.timed() || !right.timed() {
+		j.errorf("window join %q: both inputs need event time", name)
+	}
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewWindowJoin(left.keys, right.keys, w, f, down.(operator.Input[O]))
+		return []any{op.Left(), op.Right()}, op
+	}
+	return newStream[O](j, n, o, true)
+}
+
+// Sink adds an operator that hands every record to f. An error from f fails
+// the job.
+func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
+	n, _ := s.job.addNode(name, opts, s.srcs)
+	s.checkTimed(name)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewSink(f)
+		return []any{operator.Input[T](op)}, op
+	}
+}
+
+// typeInfo is what the runtime needs to move records of one type through
+// rings, captured while the type is still known.
+type typeInfo struct {
+	name  string
+	codec any // operator.Codec[T], or nil with err set
+	err   error
+	gate  func(opts operator.GateOptions, edges []operator.EdgeOut) (any, *gateOps, error)
+	input func(port any, timed bool) func(rd ringReader) *operator.Channel
+}
+
+// gateOps is the untyped face of an operator.Gate.
+type gateOps struct {
+	op    operator.Operator
+	ports []operator.Port
+	idle  operator.IdleMarker
+}
+
+func typeOf[T any](j *Job, n *node, custom any) *typeInfo {
+	ti := &typeInfo{name: reflect.TypeFor[T]().String()}
+	var codec operator.Codec[T]
+	switch c := custom.(type) {
+	case nil:
+		codec, ti.err = operator.CodecFor[T]()
+	case operator.Codec[T]:
+		codec = c
+	default:
+		j.errorf("operator %q: WithCodec got a codec for %T, but the output is %s", n.name, c, ti.name)
+	}
+	ti.codec = codec
+	ti.gate = func(opts operator.GateOptions, edges []operator.EdgeOut) (any, *gateOps, error) {
+		g, err := operator.NewGate(codec, opts, edges)
+		if err != nil {
+			return nil, nil, err
+		}
+		return operator.Input[T](g), &gateOps{op: g, ports: g.Ports(), idle: g}, nil
+	}
+	ti.input = func(port any, timed bool) func(rd ringReader) *operator.Channel {
+		in := port.(operator.Input[T])
+		return func(rd ringReader) *operator.Channel { return operator.NewChannel(rd, codec, timed, in) }
+	}
+	return ti
+}
+
+func (ti *typeInfo) String() string { return ti.name }
+
+// TumblingWindows returns windows of the given size, aligned to the epoch.
+func TumblingWindows(size time.Duration) Windows {
+	return Windows{Kind: operator.Tumbling, Size: size}
+}
+
+// SlidingWindows returns windows of the given size starting every slide,
+// aligned to the epoch.
+func SlidingWindows(size, slide time.Duration) Windows {
+	return Windows{Kind: operator.Sliding, Size: size, Slide: slide}
+}
+
+// SessionWindows returns per-key windows that close after gap without
+// records.
+func SessionWindows(gap time.Duration) Windows {
+	return Windows{Kind: operator.Session, Gap: gap}
+}
