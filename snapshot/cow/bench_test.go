@@ -130,6 +130,7 @@ func BenchmarkUpdateWithSnapshots(b *testing.B) {
 		for _, every := range []int{1 << 20, 1 << 23} {
 			b.Run(fmt.Sprintf("%s/freeze-every=%d", sizeName(n), every), func(b *testing.B) {
 				b.ReportAllocs()
+				before := s.cow.Stats()
 				var prev *Snapshot[uint64, int64]
 				for i := 0; b.Loop(); i++ {
 					if i%every == 0 {
@@ -144,7 +145,7 @@ func BenchmarkUpdateWithSnapshots(b *testing.B) {
 				}
 				prev.Release()
 				st := s.cow.Stats()
-				b.ReportMetric(float64(st.PagesCopied)/float64(st.Freezes), "pagecopies/freeze")
+				b.ReportMetric(float64(st.PagesCopied-before.PagesCopied)/float64(st.Freezes-before.Freezes), "pagecopies/freeze")
 			})
 		}
 	}

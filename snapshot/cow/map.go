@@ -63,7 +63,8 @@ type Map[K comparable, V any] struct {
 	tables []table[K, V] // tables[kg-kgs.Start]
 	n      int
 
-	prefetched int // see Prefetch
+	prefetched  int // see Prefetch
+	prefetchBuf []*slot[K, V]
 
 	version  uint64 // current version; pages written now get this version
 	required uint64 // highest snapshot version that may still be read; 0: none
@@ -202,17 +203,27 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 // and TLB misses instead of taking them one record at a time (the records
 // are independent, so the loads issue in parallel). It has no other effect.
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
-	var zero K
-	n := 0
+	// Two passes. The first finds each home slot (the tables and
+	// directories are small and mostly cached); the second only loads
+	// through the found pointers, a loop short enough that the CPU keeps
+	// many of its cache misses in flight at once.
+	slots := m.prefetchBuf[:0]
 	for _, h := range hashes {
 		if t := m.table(h); t != nil && len(t.dir) != 0 {
 			i := t.home(h)
-			if t.dir[i>>pageShift].p.slots[i&pageMask].key == zero {
-				n++
-			}
+			slots = append(slots, &t.dir[i>>pageShift].p.slots[i&pageMask])
 		}
 	}
-	m.prefetched += n // NB: keeps the loads from being optimised away
+	var zero K
+	n := 0
+	for _, s := range slots {
+		if s.key == zero {
+			n++
+		}
+	}
+	clear(slots) // NB: do not keep pages reachable
+	m.prefetchBuf = slots[:0]
+	m.prefetched += n // keeps the loads from being optimised away
 }
 
 // Put sets k's value.
