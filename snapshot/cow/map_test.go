@@ -3,6 +3,7 @@ package cow
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -393,5 +394,33 @@ func TestStringKeys(t *testing.T) {
 	}
 	if v, _ := m.Get("key-1"); string(v) != "changed" {
 		t.Fatalf("live key-1 = %q", v)
+	}
+}
+
+func TestSubKeyHashKeepsKeyGroup(t *testing.T) {
+	r := rand.New(rand.NewPCG(testSeed(t), 11))
+	for _, maxP := range []int{1, 3, 128, 1000, 32768} {
+		seen := make(map[uint64]bool)
+		for range 20_000 {
+			kh, sh := r.Uint64(), r.Uint64()
+			h := SubKeyHash(kh, sh, maxP)
+			if h%uint64(maxP) != kh%uint64(maxP) {
+				t.Fatalf("maxP %d: SubKeyHash(%#x, %#x) in key group %d, want %d", maxP, kh, sh, h%uint64(maxP), kh%uint64(maxP))
+			}
+			seen[h] = true
+		}
+		if len(seen) < 19_990 {
+			t.Fatalf("maxP %d: only %d distinct hashes of 20000", maxP, len(seen))
+		}
+	}
+	// Sub-keys of one key spread over the table's index bits.
+	homes := make(map[uint64]bool)
+	tb := table[uint64, int64]{}
+	tb.setGeometry(1 << 16)
+	for sub := range uint64(1000) {
+		homes[tb.home(SubKeyHash(keygroups.HashUint64(42), keygroups.HashUint64(sub), 128))] = true
+	}
+	if len(homes) < 950 {
+		t.Fatalf("1000 sub-keys of one key land on %d home slots of 65536", len(homes))
 	}
 }
