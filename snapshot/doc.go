@@ -1,3 +1,193 @@
-// Package snapshot is ringflow's durable checkpoint store, on an embedded
-// Pebble instance under the state dir. (Full design in progress.)
+// Package snapshot is ringflow's durable checkpoint store: an embedded
+// Pebble instance under the job's state dir that holds complete checkpoints
+// and nothing else. (Keyed state with copy-on-write snapshots lives in
+// snapshot/cow; the coordinator drives both.)
+//
+// # What a checkpoint holds
+//
+// Every entry is opaque bytes, addressed by kind:
+//
+//	kind             address                          written by
+//	keygroup         (operator, key group)            PutKeyGroup / ReuseKeyGroup
+//	source-position  (operator, subtask)              PutSourcePosition
+//	channel-state    (operator, subtask, channel)     PutChannelState (unaligned checkpoints)
+//	timers           (operator, subtask)              PutTimers
+//	sink-txn         (operator, subtask)              PutSinkTxn (pre-committed transactions)
+//
+// plus job metadata (Meta: maxParallelism, parallelism per operator) kept in
+// the manifest. Writing:
+//
+//	s, err := snapshot.Open(stateDir, snapshot.Options{})
+//	p, err := s.Begin(id)                  // ids increase
+//	p.PutKeyGroup("count", kg, blob)       // from any goroutine
+//	p.ReuseKeyGroup("count", kg2, id-1)    // unchanged since id-1: no bytes written
+//	err = p.Commit(meta)                   // the checkpoint exists iff this returns nil
+//
+// Reading: s.Latest() returns the newest checkpoint that verifies, with
+// accessors per kind; KeyGroups(op, first, last) returns a key-group range,
+// which is what a subtask reads when restoring after rescaling.
+//
+// # Key layout in Pebble
+//
+// Keys start with a one-byte namespace. Integers in keys are big endian, so
+// Pebble's byte order is id order.
+//
+//	+-----+--------------------+-----------------------------------+------------------------+
+//	| 'b' | origin id (8B BE)  | entry key                         | -> blob bytes          |
+//	+-----+--------------------+-----------------------------------+------------------------+
+//	| 'm' | checkpoint id (8B) |                                   | -> manifest            |
+//	+-----+--------------------+-----------------------------------+------------------------+
+//	| 'q' | checkpoint id (8B) |                                   | -> quarantined manifest|
+//	+-----+--------------------+-----------------------------------+------------------------+
+//
+//	entry key = kind (1B) | len(op) (1B) | op (UTF-8, 1..255B) | a (4B BE) | b (4B BE)
+//	            a = key group for keygroup entries, else the subtask
+//	            b = input channel for channel-state entries, else 0
+//
+// A blob is keyed by the checkpoint that wrote it (its origin). A later
+// checkpoint that reuses it lists the same origin in its own manifest, so
+// an unchanged key group is stored once however many checkpoints refer to
+// it. Blob keys are never rewritten: origins only grow.
+//
+// # Manifest format
+//
+// Little endian unless noted; sizes in bytes.
+//
+//	+--------+------+-----------------------------------------------------------+
+//	| offset | size | field                                                     |
+//	+--------+------+-----------------------------------------------------------+
+//	|      0 |    4 | magic "RFCM"                                              |
+//	|      4 |    2 | format version (1)                                        |
+//	|      6 |    2 | reserved, 0                                               |
+//	|      8 |    8 | checkpoint id                                             |
+//	|     16 |    4 | maxParallelism                                            |
+//	|     20 |    4 | operator count N                                          |
+//	|        |      | N x { len(op) 1B | op | parallelism 4B }, sorted by op    |
+//	|        |    4 | entry count M                                             |
+//	|        |      | M x { entry key (as above, a/b big endian) |              |
+//	|        |      |       origin 8B | length 8B | xxhash64 of the blob 8B }   |
+//	|        |      |     sorted by entry key bytes, no duplicates              |
+//	|    end |    8 | xxhash64 of every byte before it                          |
+//	+--------+------+-----------------------------------------------------------+
+//
+// Validation runs before a manifest is written and again after it is read
+// (a pair assertion across the durability boundary): magic, version, id,
+// maxParallelism in [1, 32768], every operator id valid and listed with a
+// parallelism in [1, maxParallelism], entries strictly ordered, key group
+// below maxParallelism, subtask below its operator's parallelism, origin in
+// [1, id], length at most 1 GiB, and no trailing bytes. The decoder checks
+// every count against the bytes that remain, so a corrupt manifest yields
+// an error, never a panic or a huge allocation.
+//
+// # Commit protocol
+//
+// The store writes Pebble only by ingesting sstables it builds itself; it
+// never uses Pebble's WAL or memtable. Commit(meta):
+//
+//  1. Ends the pending checkpoint (later Puts fail), then takes the commit
+//     lock: commits run one at a time, in id order; a checkpoint older than
+//     the newest complete one fails with ErrSubsumed.
+//  2. Builds the manifest from the buffered entries (written ones with
+//     origin = id, reused ones copied from the manifest they came from) and
+//     validates it; bad input (an operator missing from meta, a key group
+//     not below maxParallelism, ...) fails here, naming the entry.
+//  3. Writes one sstable in <dir>/staging: every newly written blob, then
+//     the manifest (it sorts last: 'm' > 'b'). Closing it flushes and
+//     fsyncs the file.
+//  4. Ingests it (pebble.DB.Ingest): Pebble links the file into <dir>/db,
+//     fsyncs that directory, and records it in its own MANIFEST with an
+//     fsync. That record is the commit point: blobs and manifest become
+//     visible and durable together, or not at all. The checkpoint exists
+//     once its manifest is durable, and not a moment earlier; nothing
+//     partial is ever visible, so there are no orphan blobs to clean up
+//     after a crash mid-commit.
+//  5. Only then: the manifest's references are counted, retention runs, and
+//     what became garbage is deleted (below).
+//
+// Open fsyncs the state dir and its parent, so a crash right after the
+// first checkpoints cannot lose the directory entries that lead to them
+// (the crash-clone test found this).
+//
+// Why ingestion and not write batches: Pebble treats a failed WAL write or
+// sync as fatal (the commit pipeline cannot recover from it), which would
+// turn a full disk during one checkpoint into a crash. Building the table
+// ourselves keeps almost every write of a checkpoint outside Pebble's
+// critical path, so those failures fail that checkpoint only. It also makes
+// a commit atomic, and an incremental checkpoint costs one small table.
+//
+// # Retention and garbage collection
+//
+// The newest Options.Retained (default 3) complete checkpoints that have
+// not been found bad are kept; older ones and bad ones are dropped.
+//
+// At run time the store keeps reference counts: for every blob key, the
+// number of retained manifests plus pending checkpoints (through
+// ReuseKeyGroup) that name it. Dropping a manifest or ending a pending
+// checkpoint releases its references; a blob whose count reaches zero, and
+// every dropped manifest key, become garbage. A reference taken by a
+// pending checkpoint keeps a blob alive even if the checkpoint it came from
+// is dropped meanwhile (Flink's shared-state registry has the same rule).
+//
+// Garbage is deleted by ingesting one sstable of tombstones, after the
+// commit that produced it is durable. If that fails, the garbage stays
+// queued for the next commit. At Open, a mark-and-sweep rebuilds the
+// counts: it marks every blob a retained manifest names and deletes every
+// other blob, so garbage whose deletion was lost to a crash, or left by a
+// quarantined manifest, is reclaimed then. Pebble's compactions reclaim the
+// space behind the tombstones.
+//
+// # Reading and failure behaviour
+//
+// Latest reads through a Pebble snapshot, newest checkpoint first: it
+// re-reads the manifest, decodes and validates it, then reads every entry
+// and checks its length and xxhash64 against the manifest. The first
+// checkpoint that passes is returned; each newer one that failed is
+// reported with Logger.Errorf, naming the checkpoint and the entry and what
+// was wrong, and listed in Checkpoint.Skipped. A checkpoint that failed is
+// marked bad: it is no longer offered by Checkpoints, cannot be reused
+// from, and retention drops it at the next commit. If none passes, the
+// error wraps ErrNoCheckpoint and names every failure.
+//
+//	failure                                     effect
+//	create/write/fsync of the staging table     Commit returns the error (ENOSPC included);
+//	                                            nothing of the checkpoint exists; the store
+//	                                            keeps working
+//	Pebble's fsync of its directory on ingest   as above (Ingest returns it)
+//	link into Pebble fails                      Pebble copies instead; Commit succeeds
+//	any write of garbage collection             logged; retried at the next commit / Open
+//	Pebble WAL or MANIFEST write or fsync       fatal in Pebble by design (a failed fsync
+//	                                            leaves the page cache untrustworthy): the
+//	                                            store panics with a message saying so; the
+//	                                            process must restart and restore
+//	crash at any point                          after restart, the newest checkpoint whose
+//	                                            ingestion was durable; never a partial one
+//	manifest fails checksum/validation at Open  reported, moved to the 'q' namespace
+//	                                            (quarantined), its id stays used (MaxID)
+//	manifest or blob bad/missing at Latest      reported; fallback to the previous checkpoint
+//	Pebble finds a bad block (its own CRC)      reported as corruption instead of Pebble's
+//	                                            default fatal error; the read fails, so the
+//	                                            checkpoint is skipped as above
+//
+// Falling back means restoring older state; two-phase-commit sinks must
+// tolerate re-committing the transactions of the skipped checkpoint, which
+// they do since commits are idempotent.
+//
+// # Concurrency and memory
+//
+// A Store is safe for concurrent use. A Pending checkpoint's Put and Reuse
+// methods may be called from several goroutines at once; they copy and
+// checksum outside any lock. Entries are buffered in memory until Commit,
+// so a checkpoint's newly written bytes are held twice at most (by the
+// caller's frozen state and by the Pending) until it commits or aborts.
+// Byte slices returned by a Checkpoint belong to it and must not be
+// modified.
+//
+// # Testing notes
+//
+// Corruption is injected two ways: a test hook ingests raw bytes under a
+// manifest or blob key (so only the store's checksums can notice), and
+// bytes of an sstable on a MemFS are flipped (so Pebble's block checksums
+// notice first). Write faults and ENOSPC come from Pebble's vfs/errorfs,
+// crashes from vfs.NewCrashableMem and CrashClone before every filesystem
+// operation of a commit.
 package snapshot

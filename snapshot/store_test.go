@@ -404,3 +404,73 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestConcurrentWriters fills two concurrent checkpoints from eight
+// goroutines (writes and reuses interleaved) and checks that every entry
+// arrived exactly once, in the right checkpoint.
+func TestConcurrentWriters(t *testing.T) {
+	s, _ := openTest(t, vfs.NewMem(), 3)
+	defer s.Close()
+	commitFull(t, s, 1, 128, 1, 64)
+	pendings := []*Pending{s.mustBegin(t, 2), s.mustBegin(t, 3)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			p := pendings[w%2]
+			for kg := w / 2; kg < 128; kg += 4 {
+				var err error
+				if kg%3 == 0 {
+					err = p.ReuseKeyGroup("count", kg, 1)
+				} else {
+					err = p.PutKeyGroup("count", kg, blob(kg, int(p.ID()), 64))
+				}
+				if err == nil {
+					err = p.PutChannelState("count", kg%2, kg, []byte(fmt.Sprint(p.ID(), kg)))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, p := range pendings {
+		if err := p.Commit(testMeta()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []uint64{2, 3} {
+		c, err := s.Checkpoint(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := make([]int, 128)
+		for kg := range versions {
+			versions[kg] = int(id)
+			if kg%3 == 0 {
+				versions[kg] = 1
+			}
+		}
+		checkKeyGroups(t, c, versions, 64)
+		n := 0
+		for subtask := 0; subtask < 2; subtask++ {
+			for _, cs := range c.ChannelStates("count", subtask) {
+				if cs.Channel%2 != subtask || string(cs.Data) != fmt.Sprint(id, cs.Channel) {
+					t.Fatalf("checkpoint %d: channel state %d of subtask %d = %q", id, cs.Channel, subtask, cs.Data)
+				}
+				n++
+			}
+		}
+		if n != 128 {
+			t.Fatalf("checkpoint %d holds %d channel states, want 128", id, n)
+		}
+	}
+}
