@@ -19,7 +19,18 @@ type frozenJob struct {
 func serialiseAndCheck(jobs <-chan frozenJob, cfg Config[uint64, int64], errs chan<- error) {
 	defer close(errs)
 	var buf []byte
+	acc, _ := New(cfg) // every snapshot's deltas applied in order
 	for j := range jobs {
+		for kg := j.snap.KeyGroups().Start; kg < j.snap.KeyGroups().End; kg++ {
+			var err error
+			if buf, err = j.snap.AppendKeyGroupDelta(buf[:0], kg); err == nil {
+				_, err = acc.ApplyKeyGroupDelta(buf)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("snapshot v%d kg %d delta: %w", j.snap.Version(), kg, err)
+				return
+			}
+		}
 		got := make(map[uint64]int64, len(j.want))
 		for kg := j.snap.KeyGroups().Start; kg < j.snap.KeyGroups().End; kg++ {
 			var err error
@@ -37,6 +48,16 @@ func serialiseAndCheck(jobs <-chan frozenJob, cfg Config[uint64, int64], errs ch
 			}
 		}
 		j.snap.Release()
+		if acc.Len() != len(j.want) {
+			errs <- fmt.Errorf("snapshot v%d: deltas applied give %d entries, want %d", j.snap.Version(), acc.Len(), len(j.want))
+			return
+		}
+		for k, v := range j.want {
+			if got, _ := acc.Get(k); got != v {
+				errs <- fmt.Errorf("snapshot v%d: deltas applied give key %d = %d, want %d", j.snap.Version(), k, got, v)
+				return
+			}
+		}
 		if len(got) != len(j.want) {
 			errs <- fmt.Errorf("snapshot v%d: %d entries written out, want %d", j.snap.Version(), len(got), len(j.want))
 			return

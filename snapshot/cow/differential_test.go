@@ -1,6 +1,7 @@
 package cow
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -13,6 +14,7 @@ import (
 type frozenModel struct {
 	snap    *Snapshot[uint64, int64]
 	want    map[uint64]int64
+	base    map[uint64]int64 // the model at the previous snapshot (the delta base)
 	written map[int]uint64
 }
 
@@ -28,7 +30,9 @@ type differential struct {
 	written map[int]uint64 // kg → version of last write
 	keys    []uint64       // key space (all owned by the map)
 	snaps   []frozenModel
-	older   []uint64 // versions of all snapshots taken so far
+	older   []uint64         // versions of all snapshots taken so far
+	last    map[uint64]int64 // the model at the last snapshot
+	noDelta int              // deltas refused with ErrNoDelta
 }
 
 func (d *differential) kgOf(k uint64) int { return d.m.KeyGroupOf(d.cfg.Hash(k)) }
@@ -82,8 +86,13 @@ func (d *differential) freeze() {
 	for kg, v := range d.written {
 		w[kg] = v
 	}
-	d.snaps = append(d.snaps, frozenModel{snap: s, want: cloneMap(d.model), written: w})
+	want := cloneMap(d.model)
+	if d.last == nil {
+		d.last = map[uint64]int64{}
+	}
+	d.snaps = append(d.snaps, frozenModel{snap: s, want: want, base: d.last, written: w})
 	d.older = append(d.older, s.Version())
+	d.last = want
 }
 
 func (d *differential) release() {
@@ -146,6 +155,38 @@ func (d *differential) checkFrozen(f frozenModel) {
 		}
 	}
 	diffMaps(d.t, what+" restored", mapContents(d.t, roundTrip(d.t, s, d.cfg)), f.want)
+	d.checkDelta(f)
+}
+
+// checkDelta applies the snapshot's deltas to its base state and expects
+// the snapshot's state.
+func (d *differential) checkDelta(f frozenModel) {
+	m, err := New(d.cfg)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for k, v := range f.base {
+		if err := m.Put(k, v); err != nil {
+			d.t.Fatal(err)
+		}
+	}
+	s := f.snap
+	for kg := s.KeyGroups().Start; kg < s.KeyGroups().End; kg++ {
+		b, err := s.AppendKeyGroupDelta(nil, kg)
+		if errors.Is(err, ErrNoDelta) {
+			d.noDelta++
+			m.DeleteFunc(kg, func(uint64, int64) bool { return true })
+			if b, err = s.AppendKeyGroup(nil, kg); err == nil {
+				_, err = m.LoadKeyGroup(b)
+			}
+		} else if err == nil {
+			_, err = m.ApplyKeyGroupDelta(b)
+		}
+		if err != nil {
+			d.t.Fatalf("snapshot v%d kg %d delta: %v", s.Version(), kg, err)
+		}
+	}
+	diffMaps(d.t, fmt.Sprintf("snapshot v%d: base v%d + deltas", s.Version(), s.DeltaBase()), mapContents(d.t, m), f.want)
 }
 
 func (d *differential) checkLive() {
@@ -197,7 +238,7 @@ func TestDifferentialAgainstGoMap(t *testing.T) {
 			}
 			d.freeze() // lets reclaim see the releases
 			d.release()
-			t.Logf("stats %+v", m.Stats())
+			t.Logf("stats %+v; %d deltas refused", m.Stats(), d.noDelta)
 		})
 	}
 }

@@ -2,23 +2,42 @@ package cow
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 )
 
-// Key-group blob format (see the package documentation).
+// Key-group blob formats (see the package documentation).
 const (
-	blobMagic   = "RFKG"
+	fullMagic   = "RFKG"
+	deltaMagic  = "RFKD"
 	blobVersion = 1
 	crcLen      = 4
-	minBlobLen  = len(blobMagic) + 1 + 3 + crcLen // magic, version, three 1-byte uvarints, crc
+	minBlobLen  = len(fullMagic) + 1 + 3 + crcLen // magic, version, three 1-byte uvarints, crc
 )
+
+// ErrNoDelta reports that a snapshot has no delta for a key group: its
+// interval deleted more keys than were worth logging. Write the full blob.
+var ErrNoDelta = errors.New("cow: no delta for this key group; write it in full")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// AppendKeyGroup appends key group kg, as frozen, to dst in the blob format
-// LoadKeyGroup reads. It may run on any goroutine, concurrently with writes
-// to the Map.
+func (s *Snapshot[K, V]) appendHeader(dst []byte, magic string, kg int) []byte {
+	dst = append(dst, magic...)
+	dst = append(dst, blobVersion)
+	dst = binary.AppendUvarint(dst, uint64(s.maxP))
+	return binary.AppendUvarint(dst, uint64(kg))
+}
+
+// appendCRC closes the blob that starts at dst[start].
+func appendCRC(dst []byte, start int) []byte {
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// AppendKeyGroup appends key group kg, as frozen, to dst in the full blob
+// format LoadKeyGroup reads. It may run on any goroutine, concurrently with
+// writes to the Map.
 func (s *Snapshot[K, V]) AppendKeyGroup(dst []byte, kg int) ([]byte, error) {
 	if s.keys == nil || s.vals == nil {
 		return dst, ErrNoCodec
@@ -28,130 +47,148 @@ func (s *Snapshot[K, V]) AppendKeyGroup(dst []byte, kg int) ([]byte, error) {
 		return dst, fmt.Errorf("append key group %d: %w", kg, err)
 	}
 	start := len(dst)
-	dst = append(dst, blobMagic...)
-	dst = append(dst, blobVersion)
-	dst = binary.AppendUvarint(dst, uint64(s.maxP))
-	dst = binary.AppendUvarint(dst, uint64(kg))
+	dst = s.appendHeader(dst, fullMagic, kg)
 	dst = binary.AppendUvarint(dst, uint64(t.n))
 	t.all(func(k K, v V) bool {
 		dst = s.keys.Append(dst, k)
 		dst = s.vals.Append(dst, v)
 		return true
 	})
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli)), nil
+	return appendCRC(dst, start), nil
 }
 
-// blobHeader is the validated fixed part of a blob.
-type blobHeader struct {
-	kg, count int
-	entries   []byte // the encoded entries
+// DeltaBase is the version AppendKeyGroupDelta's deltas start from: the
+// previous snapshot's, or 0 (the initial or restored state) for the first.
+func (s *Snapshot[K, V]) DeltaBase() uint64 { return s.version - 1 }
+
+// AppendKeyGroupDelta appends the changes to key group kg between snapshot
+// DeltaBase() and this one: the keys deleted, then the entries written.
+// ApplyKeyGroupDelta on a Map holding kg as of DeltaBase() yields kg as of
+// this snapshot. Use it only if DeltaBase()'s key group was persisted;
+// otherwise, or on ErrNoDelta, write the full blob.
+func (s *Snapshot[K, V]) AppendKeyGroupDelta(dst []byte, kg int) ([]byte, error) {
+	if s.keys == nil || s.vals == nil {
+		return dst, ErrNoCodec
+	}
+	t, err := s.table(kg)
+	if err != nil {
+		return dst, fmt.Errorf("append key group %d delta: %w", kg, err)
+	}
+	if t.deltaLost == s.version {
+		return dst, fmt.Errorf("append key group %d delta: %w", kg, ErrNoDelta)
+	}
+	var deleted []K
+	if t.deletedVer == s.version {
+		deleted = t.deleted
+	}
+	start := len(dst)
+	dst = s.appendHeader(dst, deltaMagic, kg)
+	dst = binary.AppendUvarint(dst, uint64(len(deleted)))
+	for _, k := range deleted {
+		dst = s.keys.Append(dst, k)
+	}
+	dst = binary.AppendUvarint(dst, uint64(t.writtenIn(s.version)))
+	for ri := range t.dir {
+		r := &t.dir[ri]
+		if r.ver != s.version {
+			continue // not written in this interval
+		}
+		for w := range r.occ {
+			for word := r.occ[w] & r.dirty[w]; word != 0; word &= word - 1 {
+				sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
+				dst = s.keys.Append(dst, sl.key)
+				dst = s.vals.Append(dst, sl.val)
+			}
+		}
+	}
+	return appendCRC(dst, start), nil
 }
 
-// parseBlob checks the checksum, magic, version and max parallelism and
-// splits off the entries. It trusts nothing in b.
-func parseBlob(b []byte, maxP int) (blobHeader, error) {
-	var h blobHeader
+// writtenIn counts the entries written during interval v.
+func (t *table[K, V]) writtenIn(v uint64) int {
+	n := 0
+	for ri := range t.dir {
+		if r := &t.dir[ri]; r.ver == v {
+			for w := range r.occ {
+				n += bits.OnesCount64(r.occ[w] & r.dirty[w])
+			}
+		}
+	}
+	return n
+}
+
+// openBlob checks a blob's checksum, magic, version and max parallelism,
+// and returns its key group and the bytes after the header. It trusts
+// nothing in b.
+func openBlob(b []byte, magic string, maxP int) (int, []byte, error) {
 	if len(b) < minBlobLen {
-		return h, fmt.Errorf("%w: %d bytes, shorter than any key group blob (%d)", ErrCorrupt, len(b), minBlobLen)
+		return -1, nil, fmt.Errorf("%w: %d bytes, shorter than any key group blob (%d)", ErrCorrupt, len(b), minBlobLen)
 	}
 	body := b[:len(b)-crcLen]
 	if want, got := binary.LittleEndian.Uint32(b[len(body):]), crc32.Checksum(body, castagnoli); got != want {
-		return h, fmt.Errorf("%w: checksum %#08x, blob says %#08x", ErrCorrupt, got, want)
+		return -1, nil, fmt.Errorf("%w: checksum %#08x, blob says %#08x", ErrCorrupt, got, want)
 	}
-	if string(body[:len(blobMagic)]) != blobMagic {
-		return h, fmt.Errorf("%w: magic %q, want %q", ErrCorrupt, body[:len(blobMagic)], blobMagic)
+	if string(body[:len(magic)]) != magic {
+		return -1, nil, fmt.Errorf("%w: magic %q, want %q", ErrCorrupt, body[:len(magic)], magic)
 	}
-	if v := body[len(blobMagic)]; v != blobVersion {
-		return h, fmt.Errorf("%w: format version %d, want %d", ErrCorrupt, v, blobVersion)
+	if v := body[len(magic)]; v != blobVersion {
+		return -1, nil, fmt.Errorf("%w: format version %d, want %d", ErrCorrupt, v, blobVersion)
 	}
-	rest := body[len(blobMagic)+1:]
-	var fields [3]uint64 // maxP, kg, count
-	for i := range fields {
-		v, n := binary.Uvarint(rest)
-		if n <= 0 {
-			return h, fmt.Errorf("%w: bad header varint %d", ErrCorrupt, i)
-		}
-		fields[i], rest = v, rest[n:]
+	rest := body[len(magic)+1:]
+	blobMaxP, rest, err := readUvarint(rest, "max parallelism")
+	if err != nil {
+		return -1, nil, err
 	}
-	if fields[0] != uint64(maxP) {
-		return h, fmt.Errorf("%w: written with max parallelism %d, this map has %d", ErrCorrupt, fields[0], maxP)
+	if blobMaxP != uint64(maxP) {
+		return -1, nil, fmt.Errorf("%w: written with max parallelism %d, this map has %d", ErrCorrupt, blobMaxP, maxP)
 	}
-	if fields[1] >= uint64(maxP) {
-		return h, fmt.Errorf("%w: key group %d not below max parallelism %d", ErrCorrupt, fields[1], maxP)
+	kg, rest, err := readUvarint(rest, "key group")
+	if err != nil {
+		return -1, nil, err
 	}
-	if fields[2] > uint64(len(rest)) { // every entry takes at least one byte
-		return h, fmt.Errorf("%w: %d entries claimed in %d bytes", ErrCorrupt, fields[2], len(rest))
+	if kg >= uint64(maxP) {
+		return -1, nil, fmt.Errorf("%w: key group %d not below max parallelism %d", ErrCorrupt, kg, maxP)
 	}
-	return blobHeader{kg: int(fields[1]), count: int(fields[2]), entries: rest}, nil
+	return int(kg), rest, nil
 }
 
-// LoadKeyGroup restores one key group from a blob written by AppendKeyGroup,
-// possibly by a Map with another key-group range (rescaling), and returns
-// its key group. The key group must be in this Map's range and empty. On
-// any error nothing is changed. See ChangedSince for how a restored key
-// group counts.
-func (m *Map[K, V]) LoadKeyGroup(b []byte) (int, error) {
-	if m.keys == nil || m.vals == nil {
-		return -1, ErrNoCodec
+func readUvarint(b []byte, what string) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, nil, fmt.Errorf("%w: bad %s varint", ErrCorrupt, what)
 	}
-	h, err := parseBlob(b, int(m.maxP))
-	if err != nil {
-		return -1, fmt.Errorf("load key group: %w", err)
-	}
-	if !m.kgs.Contains(h.kg) {
-		return h.kg, fmt.Errorf("load key group %d: %w: this map holds %v", h.kg, ErrKeyGroupNotOwned, m.kgs)
-	}
-	t := &m.tables[h.kg-m.kgs.Start]
-	if t.n != 0 {
-		return h.kg, fmt.Errorf("load key group %d: %w: holds %d entries", h.kg, ErrNotEmpty, t.n)
-	}
-	nt, err := m.decodeTable(h)
-	if err != nil {
-		return h.kg, fmt.Errorf("load key group %d: %w", h.kg, err)
-	}
-	for _, r := range t.dir {
-		m.drop(r)
-	}
-	*t = nt
-	if m.stats.Freezes > 0 {
-		t.written = m.version
-	}
-	m.n += t.n
-	return h.kg, nil
+	return v, b[n:], nil
 }
 
-// decodeTable builds a private table from a blob's entries, checking that
-// every key belongs to the blob's key group and appears once.
-func (m *Map[K, V]) decodeTable(h blobHeader) (table[K, V], error) {
-	capacity := capacityFor(h.count)
-	nt := table[K, V]{dir: make([]pageRef[K, V], capacity/pageSlots), dirVer: m.version}
-	nt.setGeometry(capacity)
-	for i := range nt.dir {
-		nt.dir[i] = pageRef[K, V]{p: new(page[K, V]), ver: m.version}
+// readCount reads a count of items that each take at least one byte.
+func readCount(b []byte, what string) (int, []byte, error) {
+	n, rest, err := readUvarint(b, what)
+	if err != nil {
+		return 0, nil, err
 	}
-	rest := h.entries
-	for e := range h.count {
-		k, n, err := m.keys.Decode(rest)
-		if err != nil {
-			return nt, fmt.Errorf("%w: entry %d key: %w", ErrCorrupt, e, err)
-		}
-		rest = rest[n:]
-		v, n, err := m.vals.Decode(rest)
-		if err != nil {
-			return nt, fmt.Errorf("%w: entry %d value: %w", ErrCorrupt, e, err)
-		}
-		rest = rest[n:]
-		kh := m.hash(k)
-		if kg := m.KeyGroupOf(kh); kg != h.kg {
-			return nt, fmt.Errorf("%w: entry %d key %v hashes to key group %d", ErrCorrupt, e, k, kg)
-		}
-		if _, dup := nt.find(kh, k); dup {
-			return nt, fmt.Errorf("%w: entry %d key %v appears twice", ErrCorrupt, e, k)
-		}
-		nt.insertNew(kh, k, v)
+	if n > uint64(len(rest)) {
+		return 0, nil, fmt.Errorf("%w: %d %s claimed in %d bytes", ErrCorrupt, n, what, len(rest))
 	}
-	if len(rest) != 0 {
-		return nt, fmt.Errorf("%w: %d bytes after the %d entries", ErrCorrupt, len(rest), h.count)
+	return int(n), rest, nil
+}
+
+// decodeKey decodes one key and checks that it belongs to key group kg.
+func (m *Map[K, V]) decodeKey(b []byte, kg int, e int) (K, uint64, []byte, error) {
+	k, n, err := m.keys.Decode(b)
+	if err != nil {
+		return k, 0, nil, fmt.Errorf("%w: entry %d key: %w", ErrCorrupt, e, err)
 	}
-	return nt, nil
+	h := m.hash(k)
+	if got := m.KeyGroupOf(h); got != kg {
+		return k, 0, nil, fmt.Errorf("%w: entry %d key %v hashes to key group %d", ErrCorrupt, e, k, got)
+	}
+	return k, h, b[n:], nil
+}
+
+func (m *Map[K, V]) decodeValue(b []byte, e int) (V, []byte, error) {
+	v, n, err := m.vals.Decode(b)
+	if err != nil {
+		return v, nil, fmt.Errorf("%w: entry %d value: %w", ErrCorrupt, e, err)
+	}
+	return v, b[n:], nil
 }

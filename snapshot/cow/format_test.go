@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -43,16 +44,16 @@ func TestCorruptBlobs(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":            {},
 		"bad magic":        craft("RFKX", blobVersion, maxP, uint64(kg), 2, two),
-		"bad version":      craft(blobMagic, 9, maxP, uint64(kg), 2, two),
-		"other maxP":       craft(blobMagic, blobVersion, 16, uint64(kg), 2, two),
-		"kg >= maxP":       craft(blobMagic, blobVersion, maxP, maxP, 2, two),
-		"count too high":   craft(blobMagic, blobVersion, maxP, uint64(kg), 3, two),
-		"count too low":    craft(blobMagic, blobVersion, maxP, uint64(kg), 1, two),
-		"count huge":       craft(blobMagic, blobVersion, maxP, uint64(kg), math.MaxUint64, two),
-		"key of other kg":  craft(blobMagic, blobVersion, maxP, uint64(kg), 2, append(entry(k1, 1), entry(wrongKG, 2)...)),
-		"duplicate key":    craft(blobMagic, blobVersion, maxP, uint64(kg), 2, append(entry(k1, 1), entry(k1, 2)...)),
-		"truncated value":  craft(blobMagic, blobVersion, maxP, uint64(kg), 2, append(entry(k1, 1), Uint64Codec{}.Append(nil, k2)...)),
-		"truncated header": craft(blobMagic, blobVersion, maxP, uint64(kg), 1, nil)[:8],
+		"bad version":      craft(fullMagic, 9, maxP, uint64(kg), 2, two),
+		"other maxP":       craft(fullMagic, blobVersion, 16, uint64(kg), 2, two),
+		"kg >= maxP":       craft(fullMagic, blobVersion, maxP, maxP, 2, two),
+		"count too high":   craft(fullMagic, blobVersion, maxP, uint64(kg), 3, two),
+		"count too low":    craft(fullMagic, blobVersion, maxP, uint64(kg), 1, two),
+		"count huge":       craft(fullMagic, blobVersion, maxP, uint64(kg), math.MaxUint64, two),
+		"key of other kg":  craft(fullMagic, blobVersion, maxP, uint64(kg), 2, append(entry(k1, 1), entry(wrongKG, 2)...)),
+		"duplicate key":    craft(fullMagic, blobVersion, maxP, uint64(kg), 2, append(entry(k1, 1), entry(k1, 2)...)),
+		"truncated value":  craft(fullMagic, blobVersion, maxP, uint64(kg), 2, append(entry(k1, 1), Uint64Codec{}.Append(nil, k2)...)),
+		"truncated header": craft(fullMagic, blobVersion, maxP, uint64(kg), 1, nil)[:8],
 	}
 	for i := range len(good) {
 		cases["truncated to "+itoa(i)] = good[:i]
@@ -160,4 +161,127 @@ func FuzzLoadKeyGroup(f *testing.F) {
 		}
 		diffMaps(t, "reloaded", mapContents(t, m2), mapContents(t, m))
 	})
+}
+
+// TestDeltaSizeAtOnePercentChanged: when 1% of the keys change between two
+// snapshots, the deltas of all key groups together are at most 10% of the
+// full blobs (issue 4's acceptance), and restoring base + deltas is exact.
+func TestDeltaSizeAtOnePercentChanged(t *testing.T) {
+	const n = 200_000
+	r := rand.New(rand.NewPCG(testSeed(t), 5))
+	m := newCounters(t, 128, keygroups.Range{})
+	fillCounters(t, m, n)
+	base := m.Freeze()
+	for range n / 100 {
+		p, _ := m.Upsert(uint64(r.IntN(n)))
+		*p += 7
+	}
+	snap := m.Freeze()
+	restored := roundTrip(t, base, counterConfig(128, keygroups.Range{}))
+	base.Release()
+	full, deltas := 0, 0
+	for kg := range 128 {
+		f, err := snap.AppendKeyGroup(nil, kg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := snap.AppendKeyGroupDelta(nil, kg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, deltas = full+len(f), deltas+len(d)
+		if _, err := restored.ApplyKeyGroupDelta(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("full %d B, deltas %d B (%.2f%%)", full, deltas, 100*float64(deltas)/float64(full))
+	if deltas*10 > full {
+		t.Fatalf("deltas %d B exceed 10%% of the full %d B", deltas, full)
+	}
+	diffMaps(t, "base + deltas", mapContents(t, restored), snapshotContents(t, snap))
+	snap.Release()
+}
+
+// TestDeltaGivenUpAfterManyDeletes: an interval that deletes more keys than
+// the table holds has no delta (ErrNoDelta); the next interval has one.
+func TestDeltaGivenUpAfterManyDeletes(t *testing.T) {
+	m := newCounters(t, 1, keygroups.Range{})
+	fillCounters(t, m, 3000)
+	m.Freeze().Release()
+	for k := range uint64(2500) {
+		m.Delete(k)
+	}
+	s := m.Freeze()
+	if _, err := s.AppendKeyGroupDelta(nil, 0); !errors.Is(err, ErrNoDelta) {
+		t.Fatalf("delta after deleting 2500 of 3000 keys: %v, want ErrNoDelta", err)
+	}
+	s.Release()
+	m.Delete(2999)
+	s = m.Freeze()
+	defer s.Release()
+	d, err := s.AppendKeyGroupDelta(nil, 0)
+	if err != nil {
+		t.Fatalf("delta of the next interval: %v", err)
+	}
+	r := newCounters(t, 1, keygroups.Range{})
+	for k := uint64(2500); k < 3000; k++ {
+		_ = r.Put(k, int64(k))
+	}
+	if _, err := r.ApplyKeyGroupDelta(d); err != nil || r.Len() != 499 {
+		t.Fatalf("apply: %v, %d entries, want 499", err, r.Len())
+	}
+	if _, ok := r.Get(2999); ok {
+		t.Fatal("the deleted key survived the delta")
+	}
+}
+
+func craftDelta(kg uint64, deleted []uint64, puts []byte, nPut uint64) []byte {
+	b := append([]byte(deltaMagic), blobVersion)
+	b = binary.AppendUvarint(b, 8)
+	b = binary.AppendUvarint(b, kg)
+	b = binary.AppendUvarint(b, uint64(len(deleted)))
+	for _, k := range deleted {
+		b = Uint64Codec{}.Append(b, k)
+	}
+	b = binary.AppendUvarint(b, nPut)
+	b = append(b, puts...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func TestCorruptDeltas(t *testing.T) {
+	const maxP, kg = 8, 3
+	k1, k2 := keyIn(kg, maxP, 0), keyIn(kg, maxP, 1000)
+	other := keyIn(kg+1, maxP, 0)
+	good := craftDelta(kg, []uint64{k2}, entry(k1, 5), 1)
+	cases := map[string][]byte{
+		"full blob":               craft(fullMagic, blobVersion, maxP, kg, 1, entry(k1, 1)),
+		"deleted key of other kg": craftDelta(kg, []uint64{other}, entry(k1, 5), 1),
+		"put key of other kg":     craftDelta(kg, nil, entry(other, 5), 1),
+		"duplicate put":           craftDelta(kg, nil, append(entry(k1, 1), entry(k1, 2)...), 2),
+		"count too high":          craftDelta(kg, nil, entry(k1, 1), 2),
+		"trailing bytes":          craftDelta(kg, nil, append(entry(k1, 1), 0), 1),
+		"truncated":               good[:len(good)-5],
+	}
+	for name, b := range cases {
+		m := newCounters(t, maxP, keygroups.Range{})
+		_ = m.Put(k2, 9)
+		if _, err := m.ApplyKeyGroupDelta(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: ApplyKeyGroupDelta = %v, want ErrCorrupt", name, err)
+		}
+		if v, ok := m.Get(k2); !ok || v != 9 || m.Len() != 1 {
+			t.Errorf("%s: a refused delta changed the map", name)
+		}
+	}
+	m := newCounters(t, maxP, keygroups.Range{Start: 0, End: 2})
+	if _, err := m.ApplyKeyGroupDelta(good); !errors.Is(err, ErrKeyGroupNotOwned) {
+		t.Fatalf("delta of kg 3 into [0,2): %v", err)
+	}
+	m = newCounters(t, maxP, keygroups.Range{})
+	_ = m.Put(k2, 9)
+	if _, err := m.ApplyKeyGroupDelta(good); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := m.Get(k1); v != 5 || m.Len() != 1 {
+		t.Fatalf("good delta: k1 = %d, %d entries", v, m.Len())
+	}
 }

@@ -267,9 +267,10 @@ func (m *Map[K, V]) UpsertHashed(h uint64, k K) (*V, error) {
 				break
 			}
 			if s := &r.p.slots[si]; s.key == k {
-				if r.ver <= m.required {
-					return &m.writableSlot(t, i).val, nil // copy on write
+				if r.ver != m.version {
+					return &m.touchSlot(t, i).val, nil // first write in this interval
 				}
+				r.setDirty(si)
 				return &s.val, nil
 			}
 		}
@@ -283,7 +284,7 @@ func (m *Map[K, V]) insert(t *table[K, V], h uint64, k K) *V {
 		m.grow(t)
 	}
 	i, _ := t.find(h, k)
-	s := m.writableSlot(t, i)
+	s := m.touchSlot(t, i)
 	t.dir[i>>pageShift].setOccupied(i & pageMask)
 	s.key = k
 	t.n++
@@ -291,17 +292,18 @@ func (m *Map[K, V]) insert(t *table[K, V], h uint64, k K) *V {
 	return &s.val
 }
 
-// writableSlot returns slot i of t after making its page (and t's directory)
-// private to the live map.
-func (m *Map[K, V]) writableSlot(t *table[K, V], i uint64) *slot[K, V] {
-	r := &t.dir[i>>pageShift]
-	if r.ver <= m.required {
-		m.copyPage(t, i>>pageShift)
-		r = &t.dir[i>>pageShift]
+// touchSlot returns slot i of t, marked written in this interval, after
+// making its page (and t's directory) private to the live map.
+func (m *Map[K, V]) touchSlot(t *table[K, V], i uint64) *slot[K, V] {
+	pi := i >> pageShift
+	if t.dir[pi].ver != m.version {
+		m.touchPage(t, pi)
 	}
+	r := &t.dir[pi]
 	if invariants.Enabled && (r.ver <= m.required || t.dirVer <= m.required) {
 		panic(invariants.Failf("cow: writing page v%d dir v%d with snapshot v%d live", r.ver, t.dirVer, m.required))
 	}
+	r.setDirty(i & pageMask)
 	return &r.p.slots[i&pageMask]
 }
 
@@ -331,18 +333,34 @@ func (m *Map[K, V]) DeleteHashed(h uint64, k K) bool {
 // tombstones. Every entry keeps the invariant that the slots from its home
 // to its position are occupied.
 func (m *Map[K, V]) removeAt(t *table[K, V], i uint64) {
+	m.logDelete(t, t.slotAt(i).key)
 	for j := (i + 1) & t.mask; t.occupied(j); j = (j + 1) & t.mask {
 		s := t.slotAt(j)
 		dist := (j - t.home(m.hash(s.key))) & t.mask
 		if dist >= (j-i)&t.mask {
-			*m.writableSlot(t, i) = *s
+			*m.touchSlot(t, i) = *s // NB: a moved entry counts as written
 			i = j
 		}
 	}
-	*m.writableSlot(t, i) = slot[K, V]{}
+	*m.touchSlot(t, i) = slot[K, V]{}
 	t.dir[i>>pageShift].clearOccupied(i & pageMask)
 	t.n--
 	m.n--
+}
+
+// logDelete records a deleted key for this interval's delta, or gives the
+// delta up once the log outgrows the table (a full blob is then as cheap).
+func (m *Map[K, V]) logDelete(t *table[K, V], k K) {
+	if t.deletedVer != m.version {
+		t.deleted, t.deletedVer = nil, m.version // NB: the old log may belong to a snapshot
+	}
+	switch {
+	case t.deltaLost == m.version:
+	case len(t.deleted) >= max(1024, t.n):
+		t.deleted, t.deltaLost = nil, m.version
+	default:
+		t.deleted = append(t.deleted, k)
+	}
 }
 
 // DeleteFunc removes every entry of key group kg for which del returns true

@@ -3,6 +3,7 @@ package cow
 import (
 	"fmt"
 	"iter"
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/ringflow/ringflow/internal/invariants"
@@ -223,27 +224,29 @@ func (m *Map[K, V]) visible(r retiredPage[K, V]) bool {
 	return false
 }
 
-// copyPage gives the live map a private copy of t's page pi (and of t's
-// directory first, if a snapshot shares it).
-func (m *Map[K, V]) copyPage(t *table[K, V], pi uint64) {
+// touchPage starts the current interval for t's page pi: it copies the
+// page (and t's directory first, if a snapshot shares it) when a live
+// snapshot can see it, and clears the page's dirty bitmap.
+func (m *Map[K, V]) touchPage(t *table[K, V], pi uint64) {
 	if m.shared.releases.Load() != m.seen {
 		m.reclaim()
-		if t.dir[pi].ver > m.required {
-			return
+	}
+	if t.dir[pi].ver <= m.required {
+		if t.dirVer <= m.required {
+			dir := make([]pageRef[K, V], len(t.dir))
+			copy(dir, t.dir)
+			t.dir, t.dirVer = dir, m.version
+			m.stats.DirsCopied++
 		}
+		old := t.dir[pi]
+		p := m.allocPage()
+		*p = *old.p
+		t.dir[pi].p = p
+		m.drop(old)
+		m.stats.PagesCopied++
 	}
-	if t.dirVer <= m.required {
-		dir := make([]pageRef[K, V], len(t.dir))
-		copy(dir, t.dir)
-		t.dir, t.dirVer = dir, m.version
-		m.stats.DirsCopied++
-	}
-	old := t.dir[pi]
-	p := m.allocPage()
-	*p = *old.p
-	t.dir[pi].p, t.dir[pi].ver = p, m.version
-	m.drop(old)
-	m.stats.PagesCopied++
+	r := &t.dir[pi]
+	r.ver, r.dirty = m.version, [occWords]uint64{}
 }
 
 // grow doubles t's capacity (or gives an empty table its first page) and
@@ -259,6 +262,7 @@ func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
 		dir:     make([]pageRef[K, V], capacity/pageSlots),
 		dirVer:  m.version,
 		written: t.written,
+		deleted: t.deleted, deletedVer: t.deletedVer, deltaLost: t.deltaLost,
 	}
 	nt.setGeometry(capacity)
 	for i := range nt.dir {
@@ -266,10 +270,20 @@ func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
 		*p = page[K, V]{}
 		nt.dir[i] = pageRef[K, V]{p: p, ver: m.version}
 	}
-	t.all(func(k K, v V) bool {
-		nt.insertNew(m.hash(k), k, v)
-		return true
-	})
+	for _, r := range old {
+		current := r.ver == m.version // dirty bits are this interval's
+		for w, word := range r.occ {
+			for word != 0 {
+				si := uint64(w*64 + bits.TrailingZeros64(word))
+				word &= word - 1
+				s := &r.p.slots[si]
+				i := nt.insertNew(m.hash(s.key), s.key, s.val)
+				if current && r.isDirty(si) {
+					nt.dir[i>>pageShift].setDirty(i & pageMask)
+				}
+			}
+		}
+	}
 	if invariants.Enabled && nt.n != t.n {
 		panic(invariants.Failf("cow: rebuild moved %d of %d entries", nt.n, t.n))
 	}
@@ -280,8 +294,8 @@ func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
 }
 
 // insertNew adds an entry known to be absent to a table whose pages are all
-// private and which has room.
-func (t *table[K, V]) insertNew(h uint64, k K, v V) {
+// private and which has room, and returns its index.
+func (t *table[K, V]) insertNew(h uint64, k K, v V) uint64 {
 	i := t.home(h)
 	for t.occupied(i) {
 		i = (i + 1) & t.mask
@@ -290,4 +304,5 @@ func (t *table[K, V]) insertNew(h uint64, k K, v V) {
 	r.setOccupied(i & pageMask)
 	r.p.slots[i&pageMask] = slot[K, V]{key: k, val: v}
 	t.n++
+	return i
 }

@@ -29,23 +29,28 @@ type page[K comparable, V any] struct {
 	slots [pageSlots]slot[K, V]
 }
 
-// pageRef is one directory entry: a page, its occupancy bitmap, and the
-// version at which the page was allocated or copied. The page and the
-// bitmap are writable in place iff ver > Map.required.
+// pageRef is one directory entry: a page, its occupancy bitmap, the slots
+// written in the current interval, and ver: the version (interval) in which
+// the page was last allocated, copied, or first written in place. The page
+// and the bitmaps are writable in place iff ver > Map.required, and the
+// dirty bitmap means "written during interval ver".
 //
-// NB: the bitmap lives in the directory, not the page, so a probe reads the
+// NB: the bitmaps live in the directory, not the page, so a probe reads the
 // small, cache-resident directory and then exactly one slot's cache line.
-// The bitmap is copied with the directory, and a snapshot's directory
-// keeps the bitmap of its frozen pages.
+// They are copied with the directory, and a snapshot's directory keeps the
+// bitmaps of its frozen pages.
 type pageRef[K comparable, V any] struct {
-	p   *page[K, V]
-	ver uint64
-	occ [occWords]uint64
+	p     *page[K, V]
+	ver   uint64
+	occ   [occWords]uint64
+	dirty [occWords]uint64
 }
 
 func (r *pageRef[K, V]) occupied(si uint64) bool { return r.occ[si>>6]&(1<<(si&63)) != 0 }
 func (r *pageRef[K, V]) setOccupied(si uint64)   { r.occ[si>>6] |= 1 << (si & 63) }
 func (r *pageRef[K, V]) clearOccupied(si uint64) { r.occ[si>>6] &^= 1 << (si & 63) }
+func (r *pageRef[K, V]) isDirty(si uint64) bool  { return r.dirty[si>>6]&(1<<(si&63)) != 0 }
+func (r *pageRef[K, V]) setDirty(si uint64)      { r.dirty[si>>6] |= 1 << (si & 63) }
 
 // table is one key group's open-addressing hash table (linear probing,
 // backward-shift deletion, no tombstones), split into pages through a
@@ -59,6 +64,12 @@ type table[K comparable, V any] struct {
 	mask    uint64 // capacity - 1
 	dirVer  uint64 // version at which dir was allocated or copied
 	written uint64 // version of the last mutation; 0 = never since creation/restore
+
+	// Keys deleted during interval deletedVer, for deltas. deltaLost is
+	// an interval whose deletions were too many to log: no delta for it.
+	deleted    []K
+	deletedVer uint64
+	deltaLost  uint64
 }
 
 func (t *table[K, V]) capacity() int { return len(t.dir) * pageSlots }
