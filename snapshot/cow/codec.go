@@ -11,7 +11,8 @@ import (
 // restore time, never on the per-record path, so an interface is fine here.
 //
 // Encodings must be self-delimiting: Decode reads one value from the front
-// of src and says how many bytes it used. Decode must not keep a reference
+// of src and says how many bytes it used. A key must encode to at least one
+// byte (blob readers bound counts by the bytes present). Decode must not keep a reference
 // to src (the caller may reuse the buffer).
 type Codec[T any] interface {
 	Append(dst []byte, v T) []byte

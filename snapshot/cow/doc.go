@@ -21,38 +21,44 @@
 //
 // Prefetch(hashes) reads the home slot of every record of a batch before the
 // batch is processed, so that the batch's cache and TLB misses overlap: at
-// millions of keys a lookup is one DRAM miss, and taking those one at a time
-// is what bounds a plain Go map.
+// millions of keys a lookup is one DRAM miss, and taking those misses one at
+// a time is what bounds any hash map, a Go map included.
 //
 // # Snapshots: shadow paging
 //
 // A table's slots are split into fixed pages of 256 slots (4 KiB for
 // uint64/int64), reached through a per-key-group directory. Each directory
-// entry holds the page pointer, the page's occupancy bitmap and the version
-// at which the page was allocated or copied:
+// entry holds the page pointer, two bitmaps (occupied slots; slots written
+// in the current interval) and ver, the version in which the page was last
+// allocated, copied or first written:
 //
-//	Map ─ tables[kg] ─ dir ─┬─ {page*, occ bitmap, ver} ─ page: [256]{key, value}
-//	                        ├─ {page*, occ bitmap, ver} ─ page
+//	Map ─ tables[kg] ─ dir ─┬─ {page*, ver, occ, dirty} ─ page: [256]{key, value}
+//	                        ├─ {page*, ver, occ, dirty} ─ page
 //	                        └─ ...
 //
-// Freeze copies each key group's table header (directory slice, length,
-// geometry, last-write version) into the Snapshot and bumps the Map's
-// version: O(key groups), no page touched. From then on the directories
-// and pages are shared. A write checks the directory entry of the page it
-// lands on: if the page's version is not newer than the newest live
-// snapshot (Map.required), the writer first copies the key group's
-// directory (once) and the page (once), and writes the copy. So a page is
-// copied at most once per snapshot, on the first write to it; the cost is
-// amortised into the writer and bounded by the state the writer actually
-// touches. Pages never written after a freeze are never copied.
+// Versions number the intervals between freezes: the Map starts at
+// version 1, and Freeze returns a snapshot of the current version v and
+// moves the Map to v+1. Freeze copies each key group's table header
+// (directory slice, length, geometry, change-tracking fields) into the
+// Snapshot: O(key groups), no page touched. From then on the directories
+// and pages are shared. A write checks the directory entry of its page: if
+// the page's ver is not the current version, this is the page's first write
+// in the interval, and the slow path runs: if a live snapshot can see the
+// page (ver <= Map.required, the newest live snapshot's version), the
+// writer copies the key group's directory (once) and the page (once) and
+// writes the copy; either way it sets ver and clears the dirty bitmap. So a
+// page is copied at most once per snapshot, on the first write to it, and
+// the cost is amortised into the writer and bounded by the state it
+// actually touches. Pages not written after a freeze are never copied.
 //
 // Why pages rather than Flink's per-entry versions (CopyOnWriteStateMap):
 // Flink's freeze copies the bucket array, which is O(entries); per-entry
 // versions also cost memory in every entry and a version check that touches
 // the entry. Shadow paging keeps entries 16 bytes for uint64/int64, makes
-// the copy-on-write check a read of the small, cache-resident directory,
-// and makes the freeze O(key groups). The price is copying 4 KiB for the
-// first write to a page after a freeze.
+// the copy-on-write check a read of the small, cache-resident directory
+// (which the probe reads anyway, for the occupancy bitmap), and makes the
+// freeze O(key groups). The price is copying 4 KiB for the first write to a
+// page after a freeze.
 //
 // # Concurrency
 //
@@ -74,31 +80,45 @@
 // Likewise the pointer Upsert returns is dead after the next mutating call
 // or Freeze.
 //
-// # Changed key groups
+// # Changed key groups and deltas
 //
-// Every mutation records the Map's version in its key group's header, and
-// Freeze captures it: Snapshot.ChangedSince(kg, v) says whether kg was
-// written after snapshot v, exactly (a written but unchanged value counts
-// as written). An incremental checkpoint references the previous blob of a
-// key group that has not changed. Version 0 is the initial state: empty,
-// or as restored by LoadKeyGroup before the first Freeze.
+// Two granularities, both exact up to "written" (a write of an unchanged
+// value, or an entry moved by a deletion's backward shift, counts):
 //
-// # Key-group blob format
+//   - Key groups. Every mutation records the version in its key group's
+//     header, which Freeze captures: Snapshot.ChangedSince(kg, v) says
+//     whether kg was written after snapshot v. An incremental checkpoint
+//     references the previous blob of a key group that has not changed.
+//   - Entries. A page's dirty bitmap marks the slots written during
+//     interval ver, and each table logs the keys deleted during the current
+//     interval. Snapshot v's pages with ver == v, their occupied dirty slots,
+//     and the interval's deleted keys are exactly the changes since
+//     snapshot v-1: AppendKeyGroupDelta writes them and ApplyKeyGroupDelta
+//     replays them on top of the v-1 state. Growth carries the dirty bits
+//     over. If an interval deletes more keys than the table holds (at
+//     least 1024), its log is dropped and that snapshot has no delta
+//     (ErrNoDelta): write the full blob, which is then about as small.
 //
-// Snapshot.AppendKeyGroup writes one frozen key group; Map.LoadKeyGroup
-// reads it back into any Map with the same maxParallelism whose range holds
-// the key group. All integers are unsigned varints unless noted.
+// Version 0 is the initial state: empty, or as restored by LoadKeyGroup and
+// ApplyKeyGroupDelta before the first Freeze.
 //
-//	+-------+---------+------+----------+-------+-------------------------------+--------+
-//	| magic | version | maxP | keyGroup | count | count × (key, value)          | crc32c |
-//	| RFKG  | 1 byte  |      |          |       | as encoded by the Codecs      | 4B LE  |
-//	+-------+---------+------+----------+-------+-------------------------------+--------+
+// # Key-group blob formats
 //
-// The CRC-32C (Castagnoli) covers everything before it. A key and its value
-// together must encode to at least one byte. LoadKeyGroup trusts nothing:
-// checksum, magic, version, maxP, key group in range and empty, count
-// against the bytes present, every key's hash mapping to the blob's key
-// group, no duplicate key and no trailing bytes; any failure is an error
-// wrapping ErrCorrupt, ErrKeyGroupNotOwned or ErrNotEmpty, and the Map is
-// left unchanged.
+// Snapshot.AppendKeyGroup writes one frozen key group in full;
+// Map.LoadKeyGroup reads it back into any Map with the same maxParallelism
+// whose range holds the key group (rescaling). AppendKeyGroupDelta and
+// ApplyKeyGroupDelta do the same for a delta. Integers are unsigned varints
+// unless noted; keys and values are as encoded by the Codecs.
+//
+//	full:   | "RFKG" | version=1 | maxP | keyGroup | count | count × (key, value)   | crc32c |
+//	delta:  | "RFKD" | version=1 | maxP | keyGroup | nDel  | nDel × key              |
+//	        |        nPut | nPut × (key, value)                                   | crc32c |
+//
+// The CRC-32C (Castagnoli, 4 bytes little-endian) covers everything before
+// it. Every key must encode to at least one byte. Readers trust nothing:
+// checksum, magic, version, maxP, key group in range (and empty, for a full
+// load), counts against the bytes present, every key's hash mapping to the
+// blob's key group, no duplicate key and no trailing bytes; any failure is
+// an error wrapping ErrCorrupt, ErrKeyGroupNotOwned or ErrNotEmpty, and the
+// Map is left unchanged.
 package cow
