@@ -24,10 +24,12 @@ type Checkpoint struct {
 	Skipped []*CheckpointError
 }
 
-// KeyGroupState is one key group's state.
+// KeyGroupState is one key group's state: a base and the deltas to apply
+// to it in order (none unless written with AppendKeyGroupDelta).
 type KeyGroupState struct {
 	KeyGroup int
 	Data     []byte
+	Deltas   [][]byte
 }
 
 // SubtaskState is one subtask's entry of some kind.
@@ -238,9 +240,19 @@ func (c *Checkpoint) span(kind Kind, op string, first, last int) (lo, hi int) {
 	return lo, hi
 }
 
-// KeyGroup returns the state of key group kg of operator op.
+// KeyGroup returns the base state of key group kg of operator op (see
+// KeyGroupDeltas for what to apply on top of it).
 func (c *Checkpoint) KeyGroup(op string, kg int) ([]byte, bool) {
 	return c.get(KindKeyGroup, op, kg, 0)
+}
+
+// KeyGroupDeltas returns the deltas of key group kg of operator op, in the
+// order to apply them to its base; none for a key group stored whole.
+func (c *Checkpoint) KeyGroupDeltas(op string, kg int) [][]byte {
+	if states := c.KeyGroups(op, kg, kg); len(states) == 1 {
+		return states[0].Deltas
+	}
+	return nil
 }
 
 // KeyGroups returns the key groups of operator op in [first, last] that
@@ -248,8 +260,15 @@ func (c *Checkpoint) KeyGroup(op string, kg int) ([]byte, bool) {
 // range after rescaling reads.
 func (c *Checkpoint) KeyGroups(op string, first, last int) []KeyGroupState {
 	lo, hi := c.span(KindKeyGroup, op, first, last)
-	out := make([]KeyGroupState, 0, hi-lo)
+	var out []KeyGroupState
 	for i := lo; i < hi; i++ {
+		// Validation guarantees a chain starts with its base (b == 0).
+		if k := c.entries[i].key; k.b > 0 {
+			if n := len(out); n > 0 && out[n-1].KeyGroup == int(k.a) {
+				out[n-1].Deltas = append(out[n-1].Deltas, c.data[i])
+			}
+			continue
+		}
 		out = append(out, KeyGroupState{KeyGroup: int(c.entries[i].key.a), Data: c.data[i]})
 	}
 	return out

@@ -8,7 +8,8 @@
 // Every entry is opaque bytes, addressed by kind:
 //
 //	kind             address                          written by
-//	keygroup         (operator, key group)            PutKeyGroup / ReuseKeyGroup
+//	keygroup         (operator, key group)            PutKeyGroup / ReuseKeyGroup,
+//	                 + position in its delta chain     then AppendKeyGroupDelta
 //	source-position  (operator, subtask)              PutSourcePosition
 //	channel-state    (operator, subtask, channel)     PutChannelState (unaligned checkpoints)
 //	timers           (operator, subtask)              PutTimers
@@ -21,11 +22,22 @@
 //	p, err := s.Begin(id)                  // ids increase
 //	p.PutKeyGroup("count", kg, blob)       // from any goroutine
 //	p.ReuseKeyGroup("count", kg2, id-1)    // unchanged since id-1: no bytes written
+//	p.ReuseKeyGroup("count", kg3, id-1)    // few keys changed: reuse the chain ...
+//	p.AppendKeyGroupDelta("count", kg3, d) // ... and write only their delta
 //	err = p.Commit(meta)                   // the checkpoint exists iff this returns nil
 //
 // Reading: s.Latest() returns the newest checkpoint that verifies, with
-// accessors per kind; KeyGroups(op, first, last) returns a key-group range,
-// which is what a subtask reads when restoring after rescaling.
+// accessors per kind; KeyGroups(op, first, last) returns a key-group range
+// (each with its base and deltas), which is what a subtask reads when
+// restoring after rescaling.
+//
+// Key-group state is a chain: a base and zero or more deltas, applied in
+// order on restore (the store never interprets them). Reusing a key group
+// reuses its whole chain. Whole key groups suffice when changes cluster in
+// few key groups; when 1% of keys change uniformly, nearly every key group
+// changes, and only deltas keep an incremental checkpoint near 1% of a full
+// one. The writer decides when a long chain is worth a fresh base
+// (Pending.KeyGroupDeltas tells it the length).
 //
 // # Key layout in Pebble
 //
@@ -42,7 +54,8 @@
 //
 //	entry key = kind (1B) | len(op) (1B) | op (UTF-8, 1..255B) | a (4B BE) | b (4B BE)
 //	            a = key group for keygroup entries, else the subtask
-//	            b = input channel for channel-state entries, else 0
+//	            b = keygroup: 0 for the base, i for the i-th delta;
+//	                channel-state: the input channel; otherwise 0
 //
 // A blob is keyed by the checkpoint that wrote it (its origin). A later
 // checkpoint that reuses it lists the same origin in its own manifest, so
@@ -74,8 +87,9 @@
 // (a pair assertion across the durability boundary): magic, version, id,
 // maxParallelism in [1, 32768], every operator id valid and listed with a
 // parallelism in [1, maxParallelism], entries strictly ordered, key group
-// below maxParallelism, subtask below its operator's parallelism, origin in
-// [1, id], length at most 1 GiB, and no trailing bytes. The decoder checks
+// below maxParallelism, every delta preceded by its base and earlier
+// deltas, subtask below its operator's parallelism, origin in [1, id],
+// length at most 1 GiB, and no trailing bytes. The decoder checks
 // every count against the bytes that remain, so a corrupt manifest yields
 // an error, never a panic or a huge allocation.
 //

@@ -13,7 +13,8 @@ type Kind uint8
 
 const (
 	// KindKeyGroup is the keyed state of one key group of one operator,
-	// addressed by (operator, key group).
+	// addressed by (operator, key group): a base, optionally followed by a
+	// chain of deltas the restorer applies in order.
 	KindKeyGroup Kind = 1 + iota
 	// KindSourcePosition is a source subtask's position, addressed by
 	// (operator, subtask).
@@ -58,12 +59,16 @@ const (
 	BlobMaxBytes = 1 << 30
 	// MaxParallelismLimit is the largest maxParallelism (as in Flink).
 	MaxParallelismLimit = 1 << 15
+	// DeltaChainMax is the longest chain of deltas on one key group's base;
+	// a writer should write a new base well before reaching it.
+	DeltaChainMax = 1 << 16
 	// entriesMax bounds the number of entries of one manifest.
 	entriesMax = 1 << 24
 )
 
 // entryKey addresses one entry of a checkpoint. For KindKeyGroup, a is the
-// key group; otherwise a is the subtask. b is the input channel for
+// key group and b the position in its chain (0 the base, i >= 1 the i-th
+// delta); otherwise a is the subtask. b is the input channel for
 // KindChannelState and zero for every other kind.
 type entryKey struct {
 	kind Kind
@@ -74,6 +79,9 @@ type entryKey struct {
 func (k entryKey) String() string {
 	switch k.kind {
 	case KindKeyGroup:
+		if k.b > 0 {
+			return fmt.Sprintf("%s op=%q kg=%d delta=%d", k.kind, k.op, k.a, k.b)
+		}
 		return fmt.Sprintf("%s op=%q kg=%d", k.kind, k.op, k.a)
 	case KindChannelState:
 		return fmt.Sprintf("%s op=%q subtask=%d channel=%d", k.kind, k.op, k.a, k.b)

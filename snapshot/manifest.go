@@ -58,15 +58,18 @@ func manifestErrorf(format string, args ...any) error {
 
 func checksum(b []byte) uint64 { return xxhash.Sum64(b) }
 
-// find returns the entry for k and whether it exists.
-func (m *manifest) find(k entryKey) (manifestEntry, bool) {
+// chain returns the entries of key group k (whose b must be 0): its base
+// and deltas, in order; empty if the manifest has none.
+func (m *manifest) chain(k entryKey) []manifestEntry {
 	i := sort.Search(len(m.entries), func(i int) bool {
 		return compareEntryKeys(m.entries[i].key, k) >= 0
 	})
-	if i < len(m.entries) && m.entries[i].key == k {
-		return m.entries[i], true
+	j := i
+	for j < len(m.entries) && m.entries[j].key.kind == k.kind && m.entries[j].key.op == k.op &&
+		m.entries[j].key.a == k.a {
+		j++
 	}
-	return manifestEntry{}, false
+	return m.entries[i:j]
 }
 
 // validate checks everything a manifest promises about itself. It runs
@@ -98,6 +101,14 @@ func (m *manifest) validate() error {
 		if err := m.validateEntry(e); err != nil {
 			return err
 		}
+		// A delta follows its base and every earlier delta of its chain.
+		if e.key.kind == KindKeyGroup && e.key.b > 0 {
+			prev := e.key
+			prev.b--
+			if i == 0 || m.entries[i-1].key != prev {
+				return manifestErrorf("%s without %s before it", e.key, prev)
+			}
+		}
 	}
 	return nil
 }
@@ -119,7 +130,9 @@ func (m *manifest) validateEntry(e manifestEntry) error {
 		return manifestErrorf("%s: key group not below maxParallelism %d", k, m.meta.MaxParallelism)
 	case k.kind != KindKeyGroup && int64(k.a) >= int64(p):
 		return manifestErrorf("%s: subtask not below parallelism %d", k, p)
-	case k.kind != KindChannelState && k.b != 0:
+	case k.kind == KindKeyGroup && k.b > DeltaChainMax:
+		return manifestErrorf("%s: chain longer than %d deltas", k, DeltaChainMax)
+	case k.kind != KindChannelState && k.kind != KindKeyGroup && k.b != 0:
 		return manifestErrorf("%s: channel %d set on a kind without channels", k, k.b)
 	case e.origin == 0 || e.origin > m.id:
 		return manifestErrorf("%s: origin checkpoint %d not in [1, %d]", k, e.origin, m.id)

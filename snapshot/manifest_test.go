@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -110,5 +111,31 @@ func TestEntryKeyEncoding(t *testing.T) {
 	// Key groups of one operator sort by number, so ranges are contiguous.
 	if compareEntryKeys(entryKey{kind: KindKeyGroup, op: "x", a: 255}, entryKey{kind: KindKeyGroup, op: "x", a: 256}) >= 0 {
 		t.Fatal("key group 255 does not sort before 256")
+	}
+}
+
+// TestManifestDeltaChains: validation rejects a delta whose base or
+// predecessor is missing.
+func TestManifestDeltaChains(t *testing.T) {
+	meta := Meta{MaxParallelism: 4, Parallelism: map[string]int{"op": 1}}
+	entry := func(b uint32) manifestEntry {
+		return manifestEntry{key: entryKey{kind: KindKeyGroup, op: "op", a: 1, b: b}, origin: 1}
+	}
+	for _, tc := range []struct {
+		bs   []uint32
+		want string
+	}{
+		{[]uint32{0, 1, 2}, ""},
+		{[]uint32{1}, `keygroup op="op" kg=1 delta=1 without keygroup op="op" kg=1 before it`},
+		{[]uint32{0, 2}, `delta=2 without keygroup op="op" kg=1 delta=1 before it`},
+	} {
+		m := &manifest{id: 1, meta: meta}
+		for _, b := range tc.bs {
+			m.entries = append(m.entries, entry(b))
+		}
+		err := m.validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("chain %v: %v, want %q", tc.bs, err, tc.want)
+		}
 	}
 }

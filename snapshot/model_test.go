@@ -97,12 +97,9 @@ func fillRandom(t *testing.T, rng *rand.Rand, p *Pending, model []modelCheckpoin
 		}
 		switch r := rng.IntN(4); {
 		case r == 0:
-			// omitted
+			continue // omitted
 		case r == 1 || len(from) == 0:
-			data := make([]byte, rng.IntN(300))
-			for i := range data {
-				data[i] = byte(rng.Uint32())
-			}
+			data := randomBytes(rng, 300)
 			if err := p.PutKeyGroup("count", kg, data); err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +109,25 @@ func fillRandom(t *testing.T, rng *rand.Rand, p *Pending, model []modelCheckpoin
 			if err := p.ReuseKeyGroup("count", kg, src.id); err != nil {
 				t.Fatalf("reuse key group %d from %d: %v", kg, src.id, err)
 			}
-			mc.entries[k] = src.entries[k]
+			for dk, v := range src.entries {
+				if dk.kind == k.kind && dk.op == k.op && dk.a == k.a {
+					mc.entries[dk] = v
+				}
+			}
+		}
+		// Sometimes extend the chain with a delta.
+		if rng.IntN(3) == 0 {
+			n, ok := p.KeyGroupDeltas("count", kg)
+			if !ok {
+				t.Fatalf("key group %d has no base after put or reuse", kg)
+			}
+			data := randomBytes(rng, 50)
+			if err := p.AppendKeyGroupDelta("count", kg, data); err != nil {
+				t.Fatal(err)
+			}
+			dk := k
+			dk.b = uint32(n + 1)
+			mc.entries[dk] = data
 		}
 	}
 	pos := []byte(fmt.Sprint(rng.Uint64()))
@@ -145,6 +160,21 @@ func checkModel(t *testing.T, step int, s *Store, model []modelCheckpoint) {
 				t.Fatalf("step %d: checkpoint %d key group %d: got %d bytes (%v), want %d (%v)",
 					step, m.id, kg, len(got), ok, len(want), wantOK)
 			}
+			deltas := c.KeyGroupDeltas("count", kg)
+			for i := 0; ; i++ {
+				dk := k
+				dk.b = uint32(i + 1)
+				want, ok := m.entries[dk]
+				if !ok {
+					if len(deltas) != i {
+						t.Fatalf("step %d: checkpoint %d key group %d: %d deltas, want %d", step, m.id, kg, len(deltas), i)
+					}
+					break
+				}
+				if i >= len(deltas) || !bytes.Equal(deltas[i], want) {
+					t.Fatalf("step %d: checkpoint %d key group %d: delta %d wrong or missing", step, m.id, kg, i+1)
+				}
+			}
 		}
 		for _, e := range c.entries {
 			referenced[string(e.blobKey())] = true
@@ -163,4 +193,12 @@ func checkModel(t *testing.T, step int, s *Store, model []modelCheckpoint) {
 	if !slices.Equal(blobs, want) {
 		t.Fatalf("step %d: %d blobs in Pebble, %d referenced by retained checkpoints", step, len(blobs), len(want))
 	}
+}
+
+func randomBytes(rng *rand.Rand, maxLen int) []byte {
+	data := make([]byte, rng.IntN(maxLen))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	return data
 }

@@ -31,6 +31,9 @@ type Pending struct {
 		done    bool
 		err     error
 		entries map[entryKey]*pendingEntry
+		// chains maps a key group's base key to its chain length (base
+		// included).
+		chains map[entryKey]int
 	}
 }
 
@@ -108,25 +111,81 @@ func makeEntryKey(kind Kind, op string, a, b int) (entryKey, error) {
 }
 
 func (p *Pending) put(kind Kind, op string, a, b int, data []byte) error {
-	k, err := makeEntryKey(kind, op, a, b)
+	k, pe, err := p.prepare(kind, op, a, b, data)
 	if err != nil {
-		return fmt.Errorf("checkpoint %d: %w", p.id, err)
+		return err
 	}
-	if len(data) > BlobMaxBytes {
-		return fmt.Errorf("snapshot: checkpoint %d: %s: %d bytes, more than the limit %d",
-			p.id, k, len(data), BlobMaxBytes)
-	}
-	// Copy and checksum outside the lock: writers of different subtasks
-	// proceed in parallel.
-	pe := &pendingEntry{data: append(make([]byte, 0, len(data)), data...)}
-	pe.sum = checksum(pe.data)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.addLocked(k, pe); err != nil {
 		return err
 	}
+	if kind == KindKeyGroup {
+		p.mu.chains[k] = 1
+	}
 	p.bytesWritten.Add(uint64(len(data)))
 	return nil
+}
+
+// prepare validates an entry and copies and checksums its bytes. It runs
+// outside the lock: writers of different subtasks proceed in parallel.
+func (p *Pending) prepare(kind Kind, op string, a, b int, data []byte) (entryKey, *pendingEntry, error) {
+	k, err := makeEntryKey(kind, op, a, b)
+	if err != nil {
+		return entryKey{}, nil, fmt.Errorf("checkpoint %d: %w", p.id, err)
+	}
+	if len(data) > BlobMaxBytes {
+		return entryKey{}, nil, fmt.Errorf("snapshot: checkpoint %d: %s: %d bytes, more than the limit %d",
+			p.id, k, len(data), BlobMaxBytes)
+	}
+	pe := &pendingEntry{data: append(make([]byte, 0, len(data)), data...)}
+	pe.sum = checksum(pe.data)
+	return k, pe, nil
+}
+
+// AppendKeyGroupDelta appends data to the chain of key group kg of
+// operator op: a restore applies the base, then every delta in order. The
+// chain must have a base in this checkpoint already, written with
+// PutKeyGroup or taken with ReuseKeyGroup; so an incremental checkpoint of
+// a key group with few changed keys writes only their delta. Calls for one
+// key group must not race with each other.
+func (p *Pending) AppendKeyGroupDelta(op string, kg int, data []byte) error {
+	base, pe, err := p.prepare(KindKeyGroup, op, kg, 0, data)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.mu.chains[base]
+	switch {
+	case n == 0 && !p.mu.done:
+		return fmt.Errorf("snapshot: checkpoint %d: delta for %s, which has no base in this checkpoint", p.id, base)
+	case n > DeltaChainMax:
+		return fmt.Errorf("snapshot: checkpoint %d: %s already has %d deltas, the limit; write a new base",
+			p.id, base, DeltaChainMax)
+	}
+	k := base
+	k.b = uint32(n)
+	if err := p.addLocked(k, pe); err != nil {
+		return err
+	}
+	p.mu.chains[base] = n + 1
+	p.bytesWritten.Add(uint64(len(data)))
+	return nil
+}
+
+// KeyGroupDeltas returns the number of deltas on key group kg of operator
+// op in this checkpoint so far, and false if it has no base yet. A writer
+// uses it to decide when a fresh base is cheaper than a longer chain.
+func (p *Pending) KeyGroupDeltas(op string, kg int) (int, bool) {
+	k, err := makeEntryKey(KindKeyGroup, op, kg, 0)
+	if err != nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.mu.chains[k]
+	return max(n-1, 0), n > 0
 }
 
 func (p *Pending) addLocked(k entryKey, pe *pendingEntry) error {
@@ -140,10 +199,11 @@ func (p *Pending) addLocked(k entryKey, pe *pendingEntry) error {
 	return nil
 }
 
-// ReuseKeyGroup makes key group kg of operator op refer to the blob that
-// retained checkpoint from holds for it, instead of writing the same bytes
-// again (incremental checkpoint). The blob stays alive while this
-// checkpoint is pending or retained, even once from itself is dropped.
+// ReuseKeyGroup makes key group kg of operator op refer to the blobs that
+// retained checkpoint from holds for it (its base and any deltas), instead
+// of writing the same bytes again (incremental checkpoint). The blobs stay
+// alive while this checkpoint is pending or retained, even once from itself
+// is dropped. AppendKeyGroupDelta may then extend the chain.
 func (p *Pending) ReuseKeyGroup(op string, kg int, from uint64) error {
 	k, err := makeEntryKey(KindKeyGroup, op, kg, 0)
 	if err != nil {
@@ -159,17 +219,23 @@ func (p *Pending) ReuseKeyGroup(op string, kg int, from uint64) error {
 		return fmt.Errorf("snapshot: checkpoint %d: reuse %s from checkpoint %d: %w",
 			p.id, k, from, ErrNotRetained)
 	}
-	e, ok := r.m.find(k)
-	if !ok {
+	chain := r.m.chain(k)
+	if len(chain) == 0 {
 		return fmt.Errorf("snapshot: checkpoint %d: reuse %s: checkpoint %d has no such entry", p.id, k, from)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.addLocked(k, &pendingEntry{reused: true, ref: e}); err != nil {
-		return err
+	if p.mu.chains[k] > 0 {
+		return fmt.Errorf("snapshot: checkpoint %d: %s stored twice", p.id, k)
 	}
-	s.mu.refs[string(e.blobKey())]++
-	p.bytesReused.Add(e.length)
+	for _, e := range chain {
+		if err := p.addLocked(e.key, &pendingEntry{reused: true, ref: e}); err != nil {
+			return err
+		}
+		s.mu.refs[string(e.blobKey())]++
+		p.bytesReused.Add(e.length)
+	}
+	p.mu.chains[k] = len(chain)
 	return nil
 }
 
@@ -333,4 +399,5 @@ func (p *Pending) releaseReusedLocked() {
 		}
 	}
 	p.mu.entries = nil
+	p.mu.chains = nil
 }

@@ -237,6 +237,7 @@ func (s *Store) Begin(id uint64) (*Pending, error) {
 	s.mu.maxID = id
 	p := &Pending{s: s, id: id}
 	p.mu.entries = make(map[entryKey]*pendingEntry)
+	p.mu.chains = make(map[entryKey]int)
 	s.mu.pending[id] = p
 	return p, nil
 }

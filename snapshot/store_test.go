@@ -474,3 +474,67 @@ func TestConcurrentWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyGroupDeltas: a key group can be a reused base plus a chain of
+// deltas, so a checkpoint in which few keys of a key group changed writes
+// only their delta; the chain reads back in order and survives retention.
+func TestKeyGroupDeltas(t *testing.T) {
+	s, _ := openTest(t, vfs.NewMem(), 2)
+	defer s.Close()
+	base := bytes.Repeat([]byte("B"), 1000)
+	p := s.mustBegin(t, 1)
+	if err := errors.Join(p.PutKeyGroup("count", 0, base), p.PutKeyGroup("count", 1, []byte("one"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendKeyGroupDelta("count", 2, []byte("x")); err == nil || !strings.Contains(err.Error(), "no base") {
+		t.Fatalf("delta without a base: %v", err)
+	}
+	if err := p.Commit(testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{2, 3} {
+		p := s.mustBegin(t, id)
+		if err := p.ReuseKeyGroup("count", 0, id-1); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := p.KeyGroupDeltas("count", 0); !ok || n != int(id)-2 {
+			t.Fatalf("checkpoint %d: KeyGroupDeltas = %d, %v; want %d", id, n, ok, id-2)
+		}
+		if err := p.AppendKeyGroupDelta("count", 0, []byte(fmt.Sprint("d", id))); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.PutKeyGroup("count", 0, base); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Fatalf("base over a reused chain: %v", err)
+		}
+		if err := p.PutKeyGroup("count", 1, []byte(fmt.Sprint("one", id))); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ReuseKeyGroup("count", 1, id-1); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Fatalf("reuse over a written base: %v", err)
+		}
+		if err := p.Commit(testMeta()); err != nil {
+			t.Fatal(err)
+		}
+		st := p.Stats()
+		if wantReused := uint64(len(base) + 2*(int(id)-2)); st.BytesWritten != 6 || st.BytesReused != wantReused {
+			t.Fatalf("checkpoint %d: written %d reused %d; want 6 and %d", id, st.BytesWritten, st.BytesReused, wantReused)
+		}
+	}
+	// Checkpoint 1 is dropped (retained 2), its base lives on.
+	if ids := s.Checkpoints(); !slices.Equal(ids, []uint64{2, 3}) {
+		t.Fatalf("Checkpoints = %v", ids)
+	}
+	c, err := s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.KeyGroups("count", 0, 1)
+	if len(got) != 2 || !bytes.Equal(got[0].Data, base) || len(got[0].Deltas) != 2 ||
+		string(got[0].Deltas[0]) != "d2" || string(got[0].Deltas[1]) != "d3" ||
+		string(got[1].Data) != "one3" || len(got[1].Deltas) != 0 {
+		t.Fatalf("KeyGroups = %+v", got)
+	}
+	if d := c.KeyGroupDeltas("count", 0); len(d) != 2 || string(d[1]) != "d3" {
+		t.Fatalf("KeyGroupDeltas = %q", d)
+	}
+}
