@@ -1,0 +1,212 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Names lists the pipelines, in the order the package doc describes them.
+var Names = []string{"passthrough", "map-filter", "keyed-count", "window", "join"}
+
+// MaxParallelism is the number of key groups of the ringflow jobs, and so
+// the largest parallelism a pipeline may have.
+const MaxParallelism = 128
+
+// Config describes one run of one pipeline.
+type Config struct {
+	// Pipeline is one of Names.
+	Pipeline string
+	// Records bounds the run: the sources produce this many records in all
+	// (split between the join's two sources). Exactly one of Records and
+	// Duration is set.
+	Records uint64
+	// Duration makes the sources unbounded and cancels the run after it.
+	Duration time.Duration
+	// Parallelism is the number of instances of every operator; default 1.
+	Parallelism int
+	// Workers is ringflow's number of worker threads, and the baseline's
+	// GOMAXPROCS while it runs; 0: the CPUs this process may use.
+	Workers int
+	// Keys is the number of distinct keys; default 100000.
+	Keys uint64
+	// Rate paces the sources to this many records per second in all; 0:
+	// as fast as the pipeline takes them.
+	Rate float64
+	// EventStride is the number of records per millisecond of event time
+	// (window and join); 0: the default the package doc gives.
+	EventStride uint64
+	// Progress, if set, is called about every ProgressInterval from another
+	// goroutine with the number of records produced so far, and once more
+	// when the run ends.
+	Progress func(produced uint64)
+}
+
+// ProgressInterval is how often Config.Progress is called.
+const ProgressInterval = 100 * time.Millisecond
+
+// DefaultKeys is the number of keys when Config.Keys is 0.
+const DefaultKeys = 100_000
+
+// ErrConfig is wrapped by every error about a bad Config.
+var ErrConfig = errors.New("bad pipeline config")
+
+func (c Config) withDefaults() Config {
+	if c.Parallelism == 0 {
+		c.Parallelism = 1
+	}
+	if c.Keys == 0 {
+		c.Keys = DefaultKeys
+	}
+	if c.EventStride == 0 {
+		perWindow := uint64(10) // expected records of a key per window and source
+		if c.Pipeline == "join" {
+			perWindow = 1
+		}
+		c.EventStride = max(1, (perWindow*c.Keys+windowSizeMs-1)/windowSizeMs)
+	}
+	return c
+}
+
+// Validate reports what is wrong with c, if anything.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	known := false
+	for _, n := range Names {
+		known = known || n == c.Pipeline
+	}
+	switch {
+	case !known:
+		return bad("unknown pipeline %q: want one of %s", c.Pipeline, strings.Join(Names, ", "))
+	case (c.Records == 0) == (c.Duration <= 0):
+		return bad("records %d and duration %v: set exactly one of them", c.Records, c.Duration)
+	case c.Parallelism < 0 || c.Parallelism > MaxParallelism:
+		return bad("parallelism %d: must be in [1, %d]", c.Parallelism, MaxParallelism)
+	case c.Workers < 0:
+		return bad("workers %d: must be at least 1 (or 0 for all CPUs)", c.Workers)
+	case c.Rate < 0 || c.Rate != c.Rate:
+		return bad("rate %v: must be a non-negative number of records per second", c.Rate)
+	case c.Records > 0 && c.Records < minRecords(c):
+		// NB: ringflow.Generate treats a subtask whose share of a bounded
+		// count is zero as unbounded, so every subtask needs a record.
+		return bad("records %d: need at least %d (a record per source instance)", c.Records, minRecords(c))
+	}
+	return nil
+}
+
+// minRecords is the fewest records a bounded run of c may have.
+func minRecords(c Config) uint64 {
+	n := uint64(max(c.Parallelism, 1))
+	if c.Pipeline == "join" {
+		n *= 2
+	}
+	return n
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Engine        string  `json:"engine"`          // "ringflow" or "chan"
+	Pipeline      string  `json:"pipeline"`        // the pipeline run
+	Records       uint64  `json:"records"`         // records the sources produced
+	SinkRecords   uint64  `json:"sink_records"`    // records the sink received
+	Checksum      uint64  `json:"checksum"`        // sum of the sink records' digests
+	Seconds       float64 `json:"seconds"`         // wall time of the run
+	RecordsPerSec float64 `json:"records_per_sec"` // Records / Seconds
+	Latency       Latency `json:"latency_us"`      // sampled source-to-sink latency
+}
+
+// Latency summarises sampled latencies, in microseconds.
+type Latency struct {
+	Samples uint64  `json:"samples"`
+	P50     float64 `json:"p50"`
+	P99     float64 `json:"p99"`
+	P999    float64 `json:"p999"`
+	Max     float64 `json:"max"`
+}
+
+func latencyOf(h *Histogram) Latency {
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	return Latency{Samples: h.Count(), P50: us(h.Quantile(0.5)), P99: us(h.Quantile(0.99)),
+		P999: us(h.Quantile(0.999)), Max: us(h.Max())}
+}
+
+// Run runs c's pipeline on ringflow.
+func Run(ctx context.Context, c Config) (Result, error) {
+	return run(ctx, c, "ringflow", runEngine)
+}
+
+// RunBaseline runs c's pipeline on goroutines and channels.
+func RunBaseline(ctx context.Context, c Config) (Result, error) {
+	if c.Workers > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Workers))
+	}
+	return run(ctx, c, "chan", runChan)
+}
+
+// runner runs one pipeline to completion on one engine, counting what its
+// sources produce into produced and what its sinks receive into sinks.
+type runner func(ctx context.Context, c Config, produced *counters, sinks *lanes) error
+
+func run(ctx context.Context, c Config, engine string, r runner) (Result, error) {
+	if err := c.Validate(); err != nil {
+		return Result{}, err
+	}
+	c = c.withDefaults()
+	produced := newCounters(2 * c.Parallelism)
+	sinks := newLanes(c)
+	runCtx := ctx
+	if c.Duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, c.Duration)
+		defer cancel()
+	}
+	stop := startProgress(c.Progress, produced)
+	start := time.Now()
+	err := r(runCtx, c, produced, sinks)
+	elapsed := time.Since(start)
+	stop()
+	if ctx.Err() != nil {
+		return Result{}, ctx.Err()
+	}
+	if err != nil && !(c.Duration > 0 && errors.Is(err, context.DeadlineExceeded)) {
+		return Result{}, fmt.Errorf("%s %s: %w", engine, c.Pipeline, err)
+	}
+	res := Result{Engine: engine, Pipeline: c.Pipeline, Records: produced.sum(), Seconds: elapsed.Seconds()}
+	var hist Histogram
+	res.SinkRecords, res.Checksum = sinks.total(&hist)
+	res.Latency = latencyOf(&hist)
+	res.RecordsPerSec = float64(res.Records) / res.Seconds
+	return res, nil
+}
+
+// startProgress calls report every ProgressInterval until the returned
+// function is called, which reports once more.
+func startProgress(report func(uint64), produced *counters) (stop func()) {
+	if report == nil {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				report(produced.sum())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+		report(produced.sum())
+	}
+}

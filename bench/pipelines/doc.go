@@ -1,0 +1,101 @@
+// Package pipelines holds the five workloads of `dfbench run`, each written
+// twice from the same generator: once on ringflow (its public API only), and
+// once the way a Go programmer would write it without ringflow — goroutines
+// per operator instance connected by buffered channels of record batches
+// (the "chan" baseline). Both versions produce the same output, which the
+// sinks reduce to a count and an order-independent checksum, so a run can
+// prove that engine and baseline did the same work.
+//
+// # Records
+//
+// Every source generates Record values (40 bytes, no pointers, so ringflow
+// moves them by raw copy and reads them in place). Record seq of a source
+// with seed s is
+//
+//	h        = splitmix64(s + (seq+1)·φ)         φ = 0x9e3779b97f4a7c15
+//	Key      = ⌊h · Keys / 2⁶⁴⌋                  uniform in [0, Keys)
+//	Value    = 1                                 a count of one, as in a word count
+//	TimeMs   = seq / EventStride                 event time, epoch ms (event-time pipelines)
+//	SrcNanos = wall clock (Unix ns) if h mod 1024 = 0, else 0
+//
+// A source of parallelism P is P subtasks; subtask i generates seq i, i+P,
+// i+2P, ... below Records (ringflow.Generate's split), so with --records N
+// the sequence numbers 0..N-1 are each generated once.
+//
+// # Pipelines
+//
+// All operators have parallelism P. "keyBy" partitions by Key.
+//
+//	passthrough   source → sink
+//	              sink sees every record; digest (Seq, Key, Value)
+//	map-filter    source → map (Value += Key) → filter (keep odd Value, about half) → sink
+//	              digest (Seq, Key, Value)
+//	keyed-count   source → keyBy → rolling count per key → sink
+//	              the sink sees every update: the record with Value = the number of
+//	              records of its key so far; digest (Key, Value)
+//	window        event-time source (watermark = max TimeMs - 1) → keyBy →
+//	              tumbling 1 s window counting records per key → sink
+//	              one result per key and window; digest (Key, Start, Count)
+//	join          two event-time sources, "left" (seed 1) and "right" (seed 2), of
+//	              ⌈N/2⌉ and ⌊N/2⌋ records → keyBy both → 1 s tumbling window inner
+//	              join → sink; one result per (left, right) pair of one key in one
+//	              window; digest (Key, left Seq, right Seq)
+//
+// The checksum is the sum (mod 2⁶⁴) of the digests of the sink's records,
+// so it does not depend on the order in which parallel subtasks deliver
+// them. Wall-clock fields never enter a digest.
+//
+// EventStride defaults so that a key expects about ten records per source
+// per window in the window pipeline (EventStride = ⌈10·Keys/1000⌉) and about
+// one in the join (⌈Keys/1000⌉), which keeps the join's output about as
+// large as its input.
+//
+// # Measurements
+//
+// Records is the number of records the sources produced; records per
+// second divides it by the wall time of the run, from starting the job (or
+// the goroutines) to the last sink finishing. With a Duration the sources
+// are unbounded and the run is cancelled after it; what the rings or
+// channels held at that moment is counted as produced but never reaches a
+// sink, which is bounded by their capacities. Event-time windows do not
+// fire on cancellation.
+//
+// Latency is sampled: about one record in 1024 carries the wall clock of its
+// generation in SrcNanos, and the sink records now - SrcNanos in a
+// log-bucketed Histogram (relative error under 1.6%). Keyed counts carry the
+// sampled record's own time. A window result carries the newest sampled
+// time among its key's records in the window, and a join pair the newer of
+// its two records' times: their latency includes waiting for the window to
+// close, which, because event time is generated rather than wall time,
+// depends on the throughput.
+//
+// # The baseline
+//
+// Each operator instance is a goroutine; edges are buffered channels of
+// *batch (1024 records), recycled through a sync.Pool. Forward edges pair
+// instance i with instance i. A keyed edge is one channel per downstream
+// instance shared by every upstream instance; the sender appends each
+// record to the batch of instance Key mod P and sends a batch when it is
+// full, and all its partial batches when it has nothing more to do right
+// now (a paced source waiting for its next record) or at the end. Keyed
+// state is a Go map per instance; windows are a map per window start.
+// Watermarks travel in the batches: each batch says its sender's watermark
+// after its records, and a window instance fires the windows the minimum
+// over its senders has passed. Maps and filters work on the batch in place
+// and forward it.
+//
+// # ringflow
+//
+// The ringflow versions use only the public API: Generate (wrapped to count
+// what it produced), SourceWithEventTime, Map, Filter, KeyBy, Reduce,
+// Window with an AggregateFunc, WindowJoin and Sink. ringflow's Sink calls
+// one shared function for every subtask, so the sink spreads its counters
+// over lanes that no two subtasks share: on forward pipelines the lane is
+// the source subtask (Seq mod P); after a keyed operator it is the key's
+// key group (keygroups.Of(keygroups.HashUint64(Key), 128)), which belongs
+// to exactly one subtask. The job's MaxParallelism is therefore fixed at
+// 128.
+//
+// Checkpoints are not implemented in ringflow yet; there is nothing to
+// configure or report about them here.
+package pipelines

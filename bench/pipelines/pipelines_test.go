@@ -1,0 +1,193 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oracle computes the count and checksum of c's pipeline's output directly,
+// in one loop, from the records the generator defines.
+func oracle(c Config) (count, sum uint64) {
+	c = c.withDefaults()
+	g := sourceGen(c, seedMain)
+	add := func(d uint64) { count++; sum += d }
+	switch c.Pipeline {
+	case "passthrough", "map-filter":
+		for seq := range c.Records {
+			r := g.record(seq)
+			if c.Pipeline == "map-filter" {
+				if r = mapValue(r); !keepValue(r) {
+					continue
+				}
+			}
+			add(digestRecord(&r))
+		}
+	case "keyed-count":
+		counts := map[uint64]int64{}
+		for seq := range c.Records {
+			r := g.record(seq)
+			counts[r.Key]++
+			r.Value = counts[r.Key]
+			add(digestCount(&r))
+		}
+	case "window":
+		type kw struct {
+			key   uint64
+			start int64
+		}
+		counts := map[kw]int64{}
+		for seq := range c.Records {
+			r := g.record(seq)
+			counts[kw{r.Key, windowStart(r.TimeMs)}]++
+		}
+		for k, n := range counts {
+			add(digestWindow(k.key, k.start, n))
+		}
+	case "join":
+		type kw struct {
+			key   uint64
+			start int64
+		}
+		left := map[kw][]Record{}
+		nl, _ := sourceShare(c, seedMain)
+		for seq := range nl {
+			r := g.record(seq)
+			k := kw{r.Key, windowStart(r.TimeMs)}
+			left[k] = append(left[k], r)
+		}
+		gr := sourceGen(c, seedRight)
+		nr, _ := sourceShare(c, seedRight)
+		for seq := range nr {
+			r := gr.record(seq)
+			for _, l := range left[kw{r.Key, windowStart(r.TimeMs)}] {
+				j := joinPair(l, r)
+				add(digestJoined(&j))
+			}
+		}
+	}
+	return count, sum
+}
+
+// smallConfig is a bounded run small enough for a test, with several
+// windows and many records per key.
+func smallConfig(pipeline string, p int) Config {
+	c := Config{Pipeline: pipeline, Records: 30_000, Parallelism: p, Workers: 2, Keys: 500, EventStride: 3}
+	if pipeline == "join" {
+		c.Keys, c.EventStride = 300, 1
+	}
+	return c
+}
+
+// TestOutputsAgree runs every pipeline on ringflow and on the baseline,
+// with parallelism 1 and 2, and checks both against the direct
+// computation.
+func TestOutputsAgree(t *testing.T) {
+	for _, name := range Names {
+		for _, p := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/p%d", name, p), func(t *testing.T) {
+				c := smallConfig(name, p)
+				wantCount, wantSum := oracle(c)
+				if wantCount == 0 {
+					t.Fatalf("oracle: no output; the test config exercises nothing")
+				}
+				for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+					res, err := run(context.Background(), c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Records != c.Records {
+						t.Errorf("%s: %d records produced, want %d", res.Engine, res.Records, c.Records)
+					}
+					if res.SinkRecords != wantCount || res.Checksum != wantSum {
+						t.Errorf("%s: sink saw %d records, checksum %#x; want %d, %#x",
+							res.Engine, res.SinkRecords, res.Checksum, wantCount, wantSum)
+					}
+					if res.Latency.Samples == 0 {
+						t.Errorf("%s: no latency samples", res.Engine)
+					}
+					t.Logf("%s: %d records, %d out, %d samples", res.Engine, res.Records, res.SinkRecords, res.Latency.Samples)
+				}
+			})
+		}
+	}
+}
+
+// TestOracleSees checks that the oracle distinguishes pipelines and inputs:
+// a checksum that ignored its input would make TestOutputsAgree vacuous.
+func TestOracleSees(t *testing.T) {
+	seen := map[uint64]string{}
+	for _, name := range Names {
+		for _, n := range []uint64{1000, 1100} {
+			c := Config{Pipeline: name, Records: n, Keys: 50, EventStride: 1}
+			_, sum := oracle(c)
+			id := fmt.Sprintf("%s/%d", name, n)
+			if prev, ok := seen[sum]; ok {
+				t.Errorf("%s and %s have the same checksum %#x", prev, id, sum)
+			}
+			seen[sum] = id
+		}
+	}
+}
+
+// TestDuration runs paced, unbounded sources until the duration passes:
+// the run ends by itself, and the sink saw no more than was produced.
+func TestDuration(t *testing.T) {
+	for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+		c := Config{Pipeline: "keyed-count", Duration: 200 * time.Millisecond, Parallelism: 2, Workers: 2,
+			Keys: 1000, Rate: 200_000}
+		var calls int
+		c.Progress = func(uint64) { calls++ }
+		res, err := run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Records == 0 || res.SinkRecords > res.Records {
+			t.Errorf("%s: produced %d, sink saw %d", res.Engine, res.Records, res.SinkRecords)
+		}
+		if calls == 0 {
+			t.Errorf("%s: Progress never called", res.Engine)
+		}
+		t.Logf("%s: %d records in %.3fs, p99 %.1fµs", res.Engine, res.Records, res.Seconds, res.Latency.P99)
+	}
+}
+
+// TestCancel checks that cancelling the caller's context ends a run with
+// the context's error.
+func TestCancel(t *testing.T) {
+	for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := Config{Pipeline: "map-filter", Duration: time.Hour, Parallelism: 2, Workers: 2,
+			Progress: func(uint64) { cancel() }}
+		if _, err := run(ctx, c); !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want context.Canceled", err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Pipeline: "nope", Records: 10}, `unknown pipeline "nope"`},
+		{Config{Pipeline: "window"}, "set exactly one"},
+		{Config{Pipeline: "window", Records: 10, Duration: time.Second}, "set exactly one"},
+		{Config{Pipeline: "join", Records: 10, Parallelism: 129}, "parallelism 129"},
+		{Config{Pipeline: "join", Records: 10, Workers: -1}, "workers -1"},
+		{Config{Pipeline: "join", Records: 10, Rate: -5}, "rate -5"},
+		{Config{Pipeline: "join", Records: 3, Parallelism: 2}, "records 3"},
+		{Config{Pipeline: "passthrough", Records: 1, Parallelism: 2}, "records 1"},
+	} {
+		err := tc.c.Validate()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want an ErrConfig saying %q", tc.c, err, tc.want)
+		}
+		if _, err := Run(context.Background(), tc.c); !errors.Is(err, ErrConfig) {
+			t.Errorf("Run(%+v): got %v, want ErrConfig", tc.c, err)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package pipelines
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/ringflow/ringflow/keygroups"
+)
+
+// counters counts the records each source instance produced, one padded
+// slot per instance so that instances on different cores do not share a
+// cache line.
+type counters struct {
+	slots []counter
+}
+
+type counter struct {
+	n atomic.Uint64
+	_ [120]byte
+}
+
+func newCounters(n int) *counters { return &counters{slots: make([]counter, n)} }
+
+func (c *counters) slot(i int) *atomic.Uint64 { return &c.slots[i].n }
+
+func (c *counters) sum() uint64 {
+	var s uint64
+	for i := range c.slots {
+		s += c.slots[i].n.Load()
+	}
+	return s
+}
+
+// lanes are a sink's accumulators: each is written by one sink instance
+// only (see the package doc for how ringflow's sink picks its lane), and
+// read after the run.
+type lanes struct {
+	l    []lane
+	p    uint64 // parallelism
+	mask uint64 // p-1 when p is a power of two, else 0
+}
+
+// lane accumulates what one sink instance saw.
+type lane struct {
+	count uint64
+	sum   uint64
+	hist  *Histogram // allocated at the first sample
+	_     [104]byte  // a lane per 128 bytes: no two writers share a line
+}
+
+func newLanes(c Config) *lanes {
+	p := uint64(max(c.Parallelism, 1))
+	ls := &lanes{l: make([]lane, MaxParallelism), p: p}
+	if p&(p-1) == 0 {
+		ls.mask = p - 1
+	}
+	return ls
+}
+
+// bySeq returns the lane of the forward-pipeline sink instance that
+// receives record seq: the source subtask that generated it.
+func (ls *lanes) bySeq(seq uint64) *lane {
+	if ls.mask != 0 || ls.p == 1 {
+		return &ls.l[seq&ls.mask]
+	}
+	return &ls.l[seq%ls.p]
+}
+
+// byKey returns the lane of key's key group, which one ringflow subtask
+// owns.
+func (ls *lanes) byKey(key uint64) *lane {
+	return &ls.l[keygroups.HashUint64(key)%MaxParallelism]
+}
+
+// add counts one output record with digest d, sampled at srcNanos if that
+// is not zero.
+func (l *lane) add(d uint64, srcNanos int64) {
+	l.count++
+	l.sum += d
+	if srcNanos != 0 {
+		l.sample(srcNanos)
+	}
+}
+
+func (l *lane) sample(srcNanos int64) {
+	if l.hist == nil {
+		l.hist = new(Histogram)
+	}
+	l.hist.Record(time.Now().UnixNano() - srcNanos)
+}
+
+// total returns the count and checksum over every lane, and merges their
+// latencies into hist.
+func (ls *lanes) total(hist *Histogram) (count, sum uint64) {
+	for i := range ls.l {
+		l := &ls.l[i]
+		count += l.count
+		sum += l.sum
+		if l.hist != nil {
+			hist.Merge(l.hist)
+		}
+	}
+	return count, sum
+}
