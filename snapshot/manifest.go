@@ -50,10 +50,16 @@ const (
 	entryFixedLen      = entryKeyFixedLen + 8 + 8 + 8
 )
 
-// manifestErrorf reports a manifest that fails to decode or validate; the
-// error wraps ErrCorrupt.
+// manifestErrorf reports a stored manifest that fails to decode; the error
+// wraps ErrCorrupt.
 func manifestErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// invalidf reports a manifest that breaks a rule of validate: bad input at
+// Commit, corruption (once wrapped by decodeManifest) when read back.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("invalid checkpoint: %s", fmt.Sprintf(format, args...))
 }
 
 func checksum(b []byte) uint64 { return xxhash.Sum64(b) }
@@ -77,26 +83,26 @@ func (m *manifest) chain(k entryKey) []manifestEntry {
 // on the durability boundary).
 func (m *manifest) validate() error {
 	if m.id == 0 {
-		return manifestErrorf("checkpoint id 0")
+		return invalidf("checkpoint id 0")
 	}
 	if m.meta.MaxParallelism < 1 || m.meta.MaxParallelism > MaxParallelismLimit {
-		return manifestErrorf("maxParallelism %d outside [1, %d]", m.meta.MaxParallelism, MaxParallelismLimit)
+		return invalidf("maxParallelism %d outside [1, %d]", m.meta.MaxParallelism, MaxParallelismLimit)
 	}
 	for op, p := range m.meta.Parallelism {
 		if err := checkOperatorID(op); err != nil {
-			return manifestErrorf("job metadata: %v", err)
+			return invalidf("job metadata: %v", err)
 		}
 		if p < 1 || p > m.meta.MaxParallelism {
-			return manifestErrorf("operator %q has parallelism %d outside [1, maxParallelism %d]",
+			return invalidf("operator %q has parallelism %d outside [1, maxParallelism %d]",
 				op, p, m.meta.MaxParallelism)
 		}
 	}
 	if len(m.entries) > entriesMax {
-		return manifestErrorf("%d entries, more than %d", len(m.entries), entriesMax)
+		return invalidf("%d entries, more than %d", len(m.entries), entriesMax)
 	}
 	for i, e := range m.entries {
 		if i > 0 && compareEntryKeys(m.entries[i-1].key, e.key) >= 0 {
-			return manifestErrorf("entries out of order or duplicated at %s", e.key)
+			return invalidf("entries out of order or duplicated at %s", e.key)
 		}
 		if err := m.validateEntry(e); err != nil {
 			return err
@@ -106,7 +112,7 @@ func (m *manifest) validate() error {
 			prev := e.key
 			prev.b--
 			if i == 0 || m.entries[i-1].key != prev {
-				return manifestErrorf("%s without %s before it", e.key, prev)
+				return invalidf("%s without %s before it", e.key, prev)
 			}
 		}
 	}
@@ -116,28 +122,28 @@ func (m *manifest) validate() error {
 func (m *manifest) validateEntry(e manifestEntry) error {
 	k := e.key
 	if !k.kind.valid() {
-		return manifestErrorf("entry with unknown kind %d", uint8(k.kind))
+		return invalidf("entry with unknown kind %d", uint8(k.kind))
 	}
 	if err := checkOperatorID(k.op); err != nil {
-		return manifestErrorf("%s: %v", k, err)
+		return invalidf("%s: %v", k, err)
 	}
 	p, ok := m.meta.Parallelism[k.op]
 	if !ok {
-		return manifestErrorf("%s: operator not in job metadata", k)
+		return invalidf("%s: operator not in job metadata", k)
 	}
 	switch {
 	case k.kind == KindKeyGroup && int64(k.a) >= int64(m.meta.MaxParallelism):
-		return manifestErrorf("%s: key group not below maxParallelism %d", k, m.meta.MaxParallelism)
+		return invalidf("%s: key group not below maxParallelism %d", k, m.meta.MaxParallelism)
 	case k.kind != KindKeyGroup && int64(k.a) >= int64(p):
-		return manifestErrorf("%s: subtask not below parallelism %d", k, p)
+		return invalidf("%s: subtask not below parallelism %d", k, p)
 	case k.kind == KindKeyGroup && k.b > DeltaChainMax:
-		return manifestErrorf("%s: chain longer than %d deltas", k, DeltaChainMax)
+		return invalidf("%s: chain longer than %d deltas", k, DeltaChainMax)
 	case k.kind != KindChannelState && k.kind != KindKeyGroup && k.b != 0:
-		return manifestErrorf("%s: channel %d set on a kind without channels", k, k.b)
+		return invalidf("%s: channel %d set on a kind without channels", k, k.b)
 	case e.origin == 0 || e.origin > m.id:
-		return manifestErrorf("%s: origin checkpoint %d not in [1, %d]", k, e.origin, m.id)
+		return invalidf("%s: origin checkpoint %d not in [1, %d]", k, e.origin, m.id)
 	case e.length > BlobMaxBytes:
-		return manifestErrorf("%s: length %d above %d", k, e.length, BlobMaxBytes)
+		return invalidf("%s: length %d above %d", k, e.length, BlobMaxBytes)
 	}
 	return nil
 }
@@ -208,7 +214,7 @@ func decodeManifest(b []byte) (*manifest, error) {
 		return nil, manifestErrorf("%d trailing bytes", len(r.b))
 	}
 	if err := m.validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return m, nil
 }

@@ -21,38 +21,8 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const writers, kgs, size = 4, 128, 512
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for kg := w; kg < kgs; kg += writers {
-				if err := p.PutKeyGroup("count", kg, blob(kg, 1, size)); err != nil {
-					errs <- err
-					return
-				}
-			}
-			subtask := w % 2
-			if w < 2 {
-				errs <- errors.Join(
-					p.PutSourcePosition("src", subtask, []byte(fmt.Sprintf("pos-%d", subtask))),
-					p.PutTimers("count", subtask, []byte(fmt.Sprintf("timers-%d", subtask))),
-					p.PutSinkTxn("sink", subtask, []byte(fmt.Sprintf("txn-%d", subtask))),
-					p.PutChannelState("count", subtask, 0, []byte(fmt.Sprintf("inflight-%d-0", subtask))),
-					p.PutChannelState("count", subtask, 3, []byte(fmt.Sprintf("inflight-%d-3", subtask))),
-				)
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	const kgs, size = 128, 512
+	writeAllKinds(t, p, 4 /* writers */, kgs, size)
 	if err := p.Commit(testMeta()); err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +75,44 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if ids := s.Checkpoints(); !slices.Equal(ids, []uint64{1}) {
 		t.Fatalf("Checkpoints = %v, want [1]", ids)
+	}
+}
+
+// writeAllKinds fills p from several goroutines: key groups [0, kgs) of
+// "count" at version 1, and for subtasks 0 and 1 a source position, timers,
+// a sink transaction and the state of input channels 0 and 3.
+func writeAllKinds(t *testing.T, p *Pending, writers, kgs, size int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for kg := w; kg < kgs; kg += writers {
+				if err := p.PutKeyGroup("count", kg, blob(kg, 1, size)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			subtask := w % 2
+			if w < 2 {
+				errs <- errors.Join(
+					p.PutSourcePosition("src", subtask, []byte(fmt.Sprintf("pos-%d", subtask))),
+					p.PutTimers("count", subtask, []byte(fmt.Sprintf("timers-%d", subtask))),
+					p.PutSinkTxn("sink", subtask, []byte(fmt.Sprintf("txn-%d", subtask))),
+					p.PutChannelState("count", subtask, 0, []byte(fmt.Sprintf("inflight-%d-0", subtask))),
+					p.PutChannelState("count", subtask, 3, []byte(fmt.Sprintf("inflight-%d-3", subtask))),
+				)
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -373,8 +381,9 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("duplicate put: %v", err)
 	}
 	err := p.Commit(testMeta())
-	if err == nil || !strings.Contains(err.Error(), "kg=200") || !strings.Contains(err.Error(), "maxParallelism 128") {
-		t.Fatalf("Commit with key group 200 of 128: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "kg=200") || !strings.Contains(err.Error(), "maxParallelism 128") ||
+		errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Commit with key group 200 of 128: %v; want an input error (not ErrCorrupt)", err)
 	}
 	p = s.mustBegin(t, 8)
 	if err := p.PutSourcePosition("unknown", 0, []byte("x")); err != nil {
