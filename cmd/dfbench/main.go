@@ -2,6 +2,8 @@
 // and (in later subcommands) whole pipelines.
 //
 //	dfbench ring [--record-bytes 16] [--batch 256] [--records 100000000] [--json]
+//	dfbench run [--pipeline keyed-count] [--records N | --duration D] [--parallelism P]
+//	            [--workers W] [--keys K] [--rate R] [--baseline chan] [--json] [--cpuprofile FILE]
 package main
 
 import (
@@ -22,6 +24,7 @@ type command struct {
 
 var commands = map[string]command{
 	"ring": {"move records through a ring and through Go channels", runRing},
+	"run":  {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
 }
 
 // errUsage marks errors for which the usage text has already been printed.

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRunFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pipeline", "nope"}, `unknown pipeline "nope"`},
+		{[]string{"--records", "10", "--duration", "1s"}, "set exactly one"},
+		{[]string{"--parallelism", "0"}, "--parallelism 0"},
+		{[]string{"--parallelism", "200"}, "parallelism 200"},
+		{[]string{"--keys", "0"}, "--keys 0"},
+		{[]string{"--rate", "-1"}, "rate -1"},
+		{[]string{"--baseline", "rust"}, `--baseline "rust"`},
+		{[]string{"--duration", "-1s"}, "--duration -1s"},
+		{[]string{"--records", "x"}, `invalid value "x" for flag -records`},
+		{[]string{"--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := dfbench(append([]string{"run"}, tc.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+			t.Errorf("run %v: exit %d, stderr %q, stdout %q; want exit 2 and %q",
+				tc.args, code, stderr.String(), stdout.String(), tc.want)
+		}
+	}
+}
+
+// TestRunJSON checks the --json object's shape: exactly the keys issue 3
+// lists, with the baseline only when asked for.
+func TestRunJSON(t *testing.T) {
+	top := []string{"latency_us", "pipeline", "records", "records_per_sec", "seconds"}
+	for _, base := range []bool{false, true} {
+		args := []string{"run", "--pipeline", "window", "--records", "5000", "--keys", "50", "--json"}
+		want := top
+		if base {
+			args = append(args, "--baseline", "chan")
+			want = append(slices.Clone(top), "baseline")
+			slices.Sort(want)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := dfbench(args, &stdout, &stderr); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+		}
+		var obj map[string]any
+		dec := json.NewDecoder(&stdout)
+		if err := dec.Decode(&obj); err != nil {
+			t.Fatalf("%v: %v in %q", args, err, stdout.String())
+		}
+		if dec.More() {
+			t.Errorf("%v: more than one JSON value", args)
+		}
+		if got := sortedKeys(obj); !reflect.DeepEqual(got, want) {
+			t.Errorf("%v: keys %v, want %v", args, got, want)
+		}
+		if obj["pipeline"] != "window" || obj["records"] != 5000.0 || obj["records_per_sec"].(float64) <= 0 {
+			t.Errorf("%v: %v", args, obj)
+		}
+		lat := obj["latency_us"].(map[string]any)
+		if got := sortedKeys(lat); !reflect.DeepEqual(got, []string{"p50", "p99", "p999"}) {
+			t.Errorf("latency_us keys %v", got)
+		}
+		if base {
+			b := obj["baseline"].(map[string]any)
+			if got := sortedKeys(b); !reflect.DeepEqual(got, []string{"latency_us", "records_per_sec"}) {
+				t.Errorf("baseline keys %v", got)
+			}
+		}
+	}
+}
+
+func TestRunTable(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	args := []string{"run", "--pipeline", "join", "--records", "4000", "--keys", "100", "--parallelism", "2", "--baseline", "chan"}
+	if code := dfbench(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"ringflow", "chan", "ringflow ÷ chan", "outputs: identical", "checkpoints: none"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
