@@ -84,7 +84,7 @@ func TestSnapshotWhileWriting(t *testing.T) {
 	jobs := make(chan frozenJob, 2)
 	errs := make(chan error, 1)
 	go serialiseAndCheck(jobs, cfg, errs)
-	for f := 0; f < freezes; f++ {
+	for f := 0; f < freezes**longFlag; f++ {
 		for range opsBetween {
 			k := uint64(r.IntN(nKeys))
 			if r.IntN(10) == 0 {

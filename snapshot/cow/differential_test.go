@@ -226,7 +226,7 @@ func TestDifferentialAgainstGoMap(t *testing.T) {
 					d.keys = append(d.keys, k)
 				}
 			}
-			for i := range c.steps {
+			for i := range c.steps * *longFlag {
 				d.step()
 				if i%20_000 == 0 {
 					d.checkLive()

@@ -10,7 +10,10 @@ import (
 	"github.com/ringflow/ringflow/keygroups"
 )
 
-var seedFlag = flag.Uint64("cow.seed", 0, "replay randomised tests with this seed (0: pick one); also $COW_SEED")
+var (
+	seedFlag = flag.Uint64("cow.seed", 0, "replay randomised tests with this seed (0: pick one); also $COW_SEED")
+	longFlag = flag.Int("cow.long", 1, "multiply the randomised tests' length by this factor (stress runs)")
+)
 
 // testSeed returns the replay seed or a fresh one, and logs it.
 func testSeed(t testing.TB) uint64 {
