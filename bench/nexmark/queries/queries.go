@@ -97,3 +97,7 @@ func windowStart(ts, sizeMs int64) int64 {
 	}
 	return q * sizeMs
 }
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("nexmark queries: "+format, args...)
+}

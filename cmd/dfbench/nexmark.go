@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/bench/nexmark"
+	"github.com/ringflow/ringflow/bench/nexmark/queries"
+)
+
+// nexmarkOptions are dfbench nexmark's flags.
+type nexmarkOptions struct {
+	query       string
+	events      uint64
+	rate        int
+	parallelism int
+	workers     int
+	checkpoint  time.Duration
+	output      string
+	dump        string
+	baseline    string
+	asJSON      bool
+	cpuProfile  string
+}
+
+// nexmarkResult is one query's measurement.
+type nexmarkResult struct {
+	Query              string          `json:"query"`
+	Events             uint64          `json:"events"`
+	EventsPerSecond    int             `json:"event_time_rate"`
+	Parallelism        int             `json:"parallelism"`
+	Workers            int             `json:"workers"`
+	Seconds            float64         `json:"seconds"`
+	Throughput         float64         `json:"events_per_s"`
+	Cores              float64         `json:"cores_used"`
+	PerCore            float64         `json:"events_per_s_per_core"`
+	Rows               int64           `json:"output_rows"`
+	CheckpointInterval string          `json:"checkpoint_interval"`
+	Checkpoints        *struct{}       `json:"checkpoints"` // null: the engine has no checkpoints yet
+	Baseline           *baselineResult `json:"baseline_chan,omitempty"`
+}
+
+// baselineResult is the plain-Go (goroutines and channels) run of a query.
+type baselineResult struct {
+	Seconds    float64 `json:"seconds"`
+	Throughput float64 `json:"events_per_s"`
+	Cores      float64 `json:"cores_used"`
+	PerCore    float64 `json:"events_per_s_per_core"`
+	Rows       int64   `json:"output_rows"`
+	// Ratio is ringflow's events/s ÷ the baseline's; PerCoreRatio the
+	// same per core (steadier when other processes share the CPUs).
+	Ratio        float64 `json:"ringflow_over_baseline"`
+	PerCoreRatio float64 `json:"ringflow_over_baseline_per_core"`
+}
+
+func runNexmark(args []string, stdout, stderr io.Writer) error {
+	var o nexmarkOptions
+	fs := flag.NewFlagSet("dfbench nexmark", flag.ContinueOnError)
+	fs.StringVar(&o.query, "query", "all", "query to run: "+strings.Join(queries.Names, "|")+"|all")
+	fs.Uint64Var(&o.events, "events", 10_000_000, "events to generate (persons, auctions and bids)")
+	fs.IntVar(&o.rate, "rate", 1_000_000, "event-time rate of the generator, events per second (at most 1,000,000); "+
+		"it sets how many events a window holds")
+	fs.IntVar(&o.parallelism, "parallelism", runtime.GOMAXPROCS(0), "subtasks per operator")
+	fs.IntVar(&o.workers, "workers", 0, "worker threads (0: the usable CPUs)")
+	fs.DurationVar(&o.checkpoint, "checkpoint-interval", 10*time.Second,
+		"checkpoint interval (accepted; the engine has no checkpoints yet)")
+	fs.StringVar(&o.output, "output", "", "write the result rows as CSV to this file (with --query all: FILE with the query name before its extension)")
+	fs.StringVar(&o.dump, "dump", "", "write the generated events as JSON lines to this file (before the run, untimed)")
+	fs.StringVar(&o.baseline, "baseline", "", `"chan": also run q0, q1, q2 and q5 as plain Go (goroutines and channels of batches)`)
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object per query instead of a table")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	names, cfg, err := o.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "dfbench nexmark: %v\n", err)
+		return errUsage
+	}
+	if o.dump != "" {
+		if err := dumpEvents(o.dump, cfg); err != nil {
+			return err
+		}
+	}
+	if o.cpuProfile != "" {
+		stop, err := startProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	var results []nexmarkResult
+	for _, q := range names {
+		r, err := o.measure(q, cfg, len(names) > 1)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+		results = append(results, r)
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return printNexmark(stdout, o, results)
+}
+
+// validate checks the flags and returns the queries to run and the
+// generator's configuration.
+func (o *nexmarkOptions) validate() ([]string, nexmark.Config, error) {
+	cfg := nexmark.DefaultConfig()
+	names := queries.Names
+	if o.query != "all" {
+		if !slices.Contains(queries.Names, o.query) {
+			return nil, cfg, fmt.Errorf("--query %q: want one of %s or all", o.query, strings.Join(queries.Names, ", "))
+		}
+		names = []string{o.query}
+	}
+	if o.events == 0 {
+		return nil, cfg, fmt.Errorf("--events 0: want at least 1")
+	}
+	if o.parallelism < 1 || o.workers < 0 {
+		return nil, cfg, fmt.Errorf("--parallelism %d, --workers %d: want parallelism >= 1 and workers >= 0", o.parallelism, o.workers)
+	}
+	if o.checkpoint < 0 {
+		return nil, cfg, fmt.Errorf("--checkpoint-interval %v: must not be negative", o.checkpoint)
+	}
+	if o.baseline != "" && o.baseline != "chan" {
+		return nil, cfg, fmt.Errorf(`--baseline %q: the only baseline is "chan"`, o.baseline)
+	}
+	cfg.NumEvents = o.events
+	cfg.EventsPerSecond = o.rate
+	if err := cfg.Validate(); err != nil {
+		return nil, cfg, fmt.Errorf("--events %d --rate %d: %w", o.events, o.rate, err)
+	}
+	return names, cfg, nil
+}
+
+// measure runs query q on ringflow (and on the baseline if asked and there
+// is one), timing it and its process CPU time.
+func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexmarkResult, error) {
+	r := nexmarkResult{Query: q, Events: cfg.NumEvents, EventsPerSecond: cfg.EventsPerSecond,
+		Parallelism: o.parallelism, Workers: o.workers, CheckpointInterval: o.checkpoint.String()}
+	if r.Workers == 0 {
+		r.Workers = runtime.GOMAXPROCS(0)
+	}
+	out, closeOut, err := o.openOutput(q, many)
+	if err != nil {
+		return r, err
+	}
+	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism})
+	if err := queries.Build(job, q, cfg, out); err != nil {
+		closeOut()
+		return r, err
+	}
+	m, err := timed(func() error { return job.Run(context.Background()) }, cfg.NumEvents)
+	if cerr := closeOut(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Seconds, r.Throughput, r.Cores, r.PerCore, r.Rows = m.seconds, m.throughput, m.cores, m.perCore, out.Rows()
+	if o.baseline == "chan" && queries.HasChanBaseline(q) {
+		bout := queries.NewOutput(nil)
+		bm, err := timed(func() error { return queries.RunChan(q, cfg, o.parallelism, bout) }, cfg.NumEvents)
+		if err != nil {
+			return r, fmt.Errorf("baseline: %w", err)
+		}
+		r.Baseline = &baselineResult{Seconds: bm.seconds, Throughput: bm.throughput, Cores: bm.cores,
+			PerCore: bm.perCore, Rows: bout.Rows(), Ratio: m.throughput / bm.throughput,
+			PerCoreRatio: m.perCore / bm.perCore}
+		if bout.Rows() != r.Rows {
+			return r, fmt.Errorf("outputs differ: ringflow %d rows, chan baseline %d rows", r.Rows, bout.Rows())
+		}
+	}
+	return r, nil
+}
+
+// measurement is one timed run.
+type measurement struct {
+	seconds, throughput, cores, perCore float64
+}
+
+// timed runs f and measures its wall time and the process's CPU time
+// (user + system, from getrusage) meanwhile: cores used is CPU time ÷ wall
+// time, as Flink's Nexmark runner measures it.
+func timed(f func() error, events uint64) (measurement, error) {
+	runtime.GC()
+	cpu0 := cpuTime()
+	t0 := time.Now()
+	err := f()
+	wall := time.Since(t0)
+	cpu := cpuTime() - cpu0
+	m := measurement{seconds: wall.Seconds()}
+	m.throughput = float64(events) / wall.Seconds()
+	m.cores = cpu.Seconds() / wall.Seconds()
+	if m.cores > 0 {
+		m.perCore = m.throughput / m.cores
+	}
+	return m, err
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// openOutput returns the query's Output: rows to --output's file as CSV,
+// or only counted.
+func (o *nexmarkOptions) openOutput(q string, many bool) (*queries.Output, func() error, error) {
+	if o.output == "" {
+		return queries.NewOutput(nil), func() error { return nil }, nil
+	}
+	path := o.output
+	if many {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "." + q + ext
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	out := queries.NewOutput(func(row []byte) error {
+		w.Write(row)
+		return w.WriteByte('\n')
+	})
+	closeOut := func() error {
+		err := w.Flush()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return nil
+	}
+	return out, closeOut, nil
+}
+
+// dumpEvents writes cfg's events as JSON lines.
+func dumpEvents(path string, cfg nexmark.Config) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	g, err := nexmark.NewGenerator(cfg)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	var ev nexmark.Event
+	for g.Next(&ev) {
+		if err := nexmark.WriteJSON(w, &ev); err != nil {
+			f.Close()
+			return fmt.Errorf("dump to %s: %w", path, err)
+		}
+	}
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("dump to %s: %w", path, err)
+	}
+	return nil
+}
+
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func printNexmark(w io.Writer, o nexmarkOptions, results []nexmarkResult) error {
+	r0 := results[0]
+	fmt.Fprintf(w, "nexmark: %d events (event-time rate %d/s), parallelism %d, %d workers\n",
+		r0.Events, r0.EventsPerSecond, r0.Parallelism, r0.Workers)
+	fmt.Fprintf(w, "checkpoints: not available (the engine has none yet; --checkpoint-interval %v is not applied)\n\n", o.checkpoint)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "query\tevents/s\tcores\tevents/s/core\trows\tseconds\t"
+	if o.baseline != "" {
+		header += "chan events/s\tchan cores\tchan events/s/core\tringflow ÷ chan\tper core\t"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%d\t%.2f\t", r.Query, si(r.Throughput), r.Cores, si(r.PerCore), r.Rows, r.Seconds)
+		if b := r.Baseline; b != nil {
+			fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.2f×\t%.2f×\t", si(b.Throughput), b.Cores, si(b.PerCore), b.Ratio, b.PerCoreRatio)
+		} else if o.baseline != "" {
+			fmt.Fprint(tw, "-\t-\t-\t-\t-\t")
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// si formats a rate with a K or M suffix.
+func si(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fK", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
