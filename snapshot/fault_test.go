@@ -26,7 +26,11 @@ type faultInjector struct {
 func (f *faultInjector) MaybeError(op errorfs.Op) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.armed || f.injected != "" || op.Kind != f.kind || !strings.HasPrefix(op.Path, f.prefix) {
+	// A prefix ending in '/' or '-' matches files under it; any other
+	// must match the path exactly (Pebble's directory, not its MANIFEST).
+	match := op.Path == f.prefix ||
+		(strings.HasSuffix(f.prefix, "/") || strings.HasSuffix(f.prefix, "-")) && strings.HasPrefix(op.Path, f.prefix)
+	if !f.armed || f.injected != "" || op.Kind != f.kind || !match {
 		return nil
 	}
 	f.injected = fmt.Sprintf("%s %s", opName(op.Kind), op.Path)

@@ -55,6 +55,10 @@ type Options struct {
 	Retained int
 	// Logger receives reports; a logger writing to stderr when nil.
 	Logger Logger
+
+	// testPebbleOptions, when set by a test, adjusts Pebble's options
+	// before Open (e.g. to turn off background compactions).
+	testPebbleOptions func(*pebble.Options)
 }
 
 // Stats are cumulative counters over the life of a Store.
@@ -172,6 +176,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			s.logger.Errorf("snapshot: pebble found corruption in %s: %v", info.Path, info.Details)
 		},
+	}
+	if opts.testPebbleOptions != nil {
+		opts.testPebbleOptions(s.popts)
 	}
 	s.popts.EnsureDefaults()
 	db, err := pebble.Open(s.fs.PathJoin(dir, "db"), s.popts)
