@@ -143,12 +143,16 @@
 // is dropped meanwhile (Flink's shared-state registry has the same rule).
 //
 // Garbage is deleted by ingesting one sstable of tombstones, after the
-// commit that produced it is durable. If that fails, the garbage stays
+// commit that produced it is durable (so a steady incremental checkpoint
+// costs two ingestions, each with three fsyncs: table, directory, Pebble's
+// MANIFEST). If that fails, the garbage stays
 // queued for the next commit. At Open, a mark-and-sweep rebuilds the
 // counts: it marks every blob a retained manifest names and deletes every
 // other blob, so garbage whose deletion was lost to a crash, or left by a
-// quarantined manifest, is reclaimed then. Pebble's compactions reclaim the
-// space behind the tombstones.
+// quarantined manifest, is reclaimed then. The sweep reads every stored
+// blob once (Pebble has no key-only scan), so Open costs about one read of
+// the retained state. Pebble's compactions reclaim the space behind the
+// tombstones.
 //
 // # Reading and failure behaviour
 //
@@ -180,7 +184,11 @@
 //	manifest or blob bad/missing at Latest      reported; fallback to the previous checkpoint
 //	Pebble finds a bad block (its own CRC)      reported as corruption instead of Pebble's
 //	                                            default fatal error; the read fails, so the
-//	                                            checkpoint is skipped as above
+//	                                            checkpoint is skipped as above (Open's sweep
+//	                                            is skipped too, and retried at the next Open)
+//	a bad block among the manifests at Open     Open fails with the error: the store cannot
+//	                                            tell which checkpoints exist, and guessing
+//	                                            could delete the blobs of unread ones
 //
 // Falling back means restoring older state; two-phase-commit sinks must
 // tolerate re-committing the transactions of the skipped checkpoint, which

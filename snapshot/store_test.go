@@ -547,3 +547,33 @@ func TestKeyGroupDeltas(t *testing.T) {
 		t.Fatalf("KeyGroupDeltas = %q", d)
 	}
 }
+
+// TestClosed: every operation after Close fails with ErrClosed, including
+// those of a checkpoint that was pending when the store closed.
+func TestClosed(t *testing.T) {
+	s, _ := openTest(t, vfs.NewMem(), 0)
+	commitFull(t, s, 1, 1, 1, 10)
+	p := s.mustBegin(t, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, errBegin := s.Begin(3)
+	_, errLatest := s.Latest()
+	_, errCheckpoint := s.Checkpoint(1)
+	for name, err := range map[string]error{
+		"Begin":       errBegin,
+		"Latest":      errLatest,
+		"Checkpoint":  errCheckpoint,
+		"Close":       s.Close(),
+		"PutKeyGroup": p.PutKeyGroup("count", 0, []byte("x")),
+		"Reuse":       p.ReuseKeyGroup("count", 0, 1),
+		"Commit":      p.Commit(testMeta()),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+	if st := s.Stats(); st.Aborted != 1 {
+		t.Fatalf("Stats.Aborted = %d, want 1 (the pending checkpoint)", st.Aborted)
+	}
+}
