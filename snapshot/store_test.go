@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/ringflow/ringflow/keygroups"
 )
 
 // TestRoundTrip writes every kind of entry, from several goroutines at
@@ -575,5 +576,54 @@ func TestClosed(t *testing.T) {
 	}
 	if st := s.Stats(); st.Aborted != 1 {
 		t.Fatalf("Stats.Aborted = %d, want 1 (the pending checkpoint)", st.Aborted)
+	}
+}
+
+// TestRescaleRanges: a checkpoint written by 2 subtasks (each its own key
+// group range, as keygroups.RangeOf assigns them) is read back by 1, 3 and
+// 4 subtasks through KeyGroups(op, first, last): every key group reaches
+// exactly one new subtask, with its bytes.
+func TestRescaleRanges(t *testing.T) {
+	s, _ := openTest(t, vfs.NewMem(), 0)
+	defer s.Close()
+	const maxP = 128
+	p := s.mustBegin(t, 1)
+	for subtask := 0; subtask < 2; subtask++ {
+		r, err := keygroups.RangeOf(subtask, 2, maxP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for kg := r.Start; kg < r.End; kg++ {
+			if err := p.PutKeyGroup("count", kg, blob(kg, 1, 32)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p.Commit(testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, parallelism := range []int{1, 3, 4} {
+		seen := make([]int, maxP)
+		for subtask := 0; subtask < parallelism; subtask++ {
+			r, err := keygroups.RangeOf(subtask, parallelism, maxP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kg := range c.KeyGroups("count", r.Start, r.End-1) {
+				if !r.Contains(kg.KeyGroup) || !bytes.Equal(kg.Data, blob(kg.KeyGroup, 1, 32)) {
+					t.Fatalf("p=%d subtask %d (%v) got key group %d, or wrong bytes", parallelism, subtask, r, kg.KeyGroup)
+				}
+				seen[kg.KeyGroup]++
+			}
+		}
+		for kg, n := range seen {
+			if n != 1 {
+				t.Fatalf("p=%d: key group %d restored %d times, want once", parallelism, kg, n)
+			}
+		}
 	}
 }
