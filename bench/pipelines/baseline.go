@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -65,28 +64,28 @@ func runChan(ctx context.Context, c Config, produced *counters, sinks *lanes) er
 			goDo(&wg, func() { sinkStage(in, &recs, &sinks.l[i], digestRecord, srcNanosOf) })
 		}
 	case "keyed-count":
-		ins := partitioned(&wg, srcs, nil, &recs)
+		ins := partitioned(&wg, srcs, nil, &recs, c.EventStride)
 		for i := range p {
 			out := make(chan *batch[Record], chanBatches)
 			goDo(&wg, func() { countStage(ins[i], out) })
 			goDo(&wg, func() { sinkStage(out, &recs, &sinks.l[i], digestCount, srcNanosOf) })
 		}
 	case "window":
-		ins := partitioned(&wg, srcs, nil, &recs)
+		ins := partitioned(&wg, srcs, nil, &recs, c.EventStride)
 		var results pool[winResult]
 		for i := range p {
 			out := make(chan *batch[winResult], chanBatches)
-			w := newChanWindows(p, out, &results)
+			w := newChanWindows(p, c.EventStride, out, &results)
 			goDo(&wg, func() { w.run(ins[i], &recs) })
 			goDo(&wg, func() { sinkStage(out, &results, &sinks.l[i], digestWinResult, winSrcNanos) })
 		}
 	case "join":
 		right := newChanSources(ctx, c, seedRight, produced, p)
-		ins := partitioned(&wg, srcs, right, &recs)
+		ins := partitioned(&wg, srcs, right, &recs, c.EventStride)
 		var pairs pool[Joined]
 		for i := range p {
 			out := make(chan *batch[Joined], chanBatches)
-			j := newChanJoin(p, out, &pairs)
+			j := newChanJoin(p, c.EventStride, out, &pairs)
 			goDo(&wg, func() { j.run(ins[i], &recs) })
 			goDo(&wg, func() { sinkStage(out, &pairs, &sinks.l[i], digestJoined, joinedSrcNanos) })
 		}
@@ -110,8 +109,9 @@ func digestWinResult(r *winResult) uint64 { return digestWindow(r.Key, r.Start, 
 
 // partitioned starts the sources (left, then right if any) on a keyed edge
 // to P receivers and returns the receivers' channels, which close when
-// every source has finished. Source j is sender j of every receiver.
-func partitioned(wg *sync.WaitGroup, left, right []*chanSource, bp *pool[Record]) []chan *batch[Record] {
+// every source has finished. Source j is sender j of every receiver. The
+// records' event time advances 1 ms every stride records.
+func partitioned(wg *sync.WaitGroup, left, right []*chanSource, bp *pool[Record], stride uint64) []chan *batch[Record] {
 	p := len(left)
 	outs := make([]chan *batch[Record], p)
 	for i := range outs {
@@ -119,7 +119,7 @@ func partitioned(wg *sync.WaitGroup, left, right []*chanSource, bp *pool[Record]
 	}
 	var senders sync.WaitGroup
 	for j, s := range append(append([]*chanSource(nil), left...), right...) {
-		goDo(&senders, func() { s.partition(outs, bp, j) })
+		goDo(&senders, func() { s.partition(outs, bp, j, stride) })
 	}
 	goDo(wg, func() {
 		senders.Wait()
@@ -130,32 +130,18 @@ func partitioned(wg *sync.WaitGroup, left, right []*chanSource, bp *pool[Record]
 	return outs
 }
 
-// chanSource is one instance of a baseline source: it generates the same
-// records as the ringflow generator's subtask of the same index.
+// chanSource is one instance of a baseline source.
 type chanSource struct {
-	gen      gen
-	sub, par uint64
-	bounded  bool
-	limit    uint64  // records to generate, if bounded
-	rate     float64 // records per second, 0: unpaced
-	start    time.Time
-	emitted  uint64
-	produced *atomic.Uint64
-	stop     <-chan struct{}
+	genSource
+	stop <-chan struct{}
 }
 
 func newChanSources(ctx context.Context, c Config, seed uint64, produced *counters, first int) []*chanSource {
-	records, rate := sourceShare(c, seed)
-	p := uint64(c.Parallelism)
-	srcs := make([]*chanSource, p)
+	spec := specOf(c, seed)
+	srcs := make([]*chanSource, c.Parallelism)
 	for i := range srcs {
-		sub := uint64(i)
-		s := &chanSource{gen: sourceGen(c, seed), sub: sub, par: p, bounded: records > 0,
-			rate: rate / float64(p), produced: produced.slot(first + i), stop: ctx.Done()}
-		if s.bounded {
-			s.limit = (records + p - 1 - sub) / p
-		}
-		srcs[i] = s
+		srcs[i] = &chanSource{stop: ctx.Done()}
+		srcs[i].init(spec, i, c.Parallelism, 0, produced.slot(first+i))
 	}
 	return srcs
 }
@@ -169,36 +155,14 @@ func (s *chanSource) next(buf []Record) (n int, done bool) {
 		return 0, true
 	default:
 	}
-	if s.start.IsZero() {
-		s.start = time.Now()
+	if s.exhausted() {
+		return 0, true
 	}
-	want := uint64(len(buf))
-	if s.bounded {
-		if s.emitted >= s.limit {
-			return 0, true
-		}
-		want = min(want, s.limit-s.emitted)
-	}
-	if s.rate > 0 {
-		due := uint64(time.Since(s.start).Seconds() * s.rate)
-		if due <= s.emitted {
-			return 0, false
-		}
-		want = min(want, due-s.emitted)
-	}
-	for i := range want {
-		buf[i] = s.gen.record(s.sub + (s.emitted+i)*s.par)
-	}
-	s.emitted += want
-	s.produced.Add(want)
-	return int(want), false
+	return s.genSource.next(buf), false
 }
 
 // wait sleeps until the next record is due.
-func (s *chanSource) wait() {
-	due := s.start.Add(time.Duration(float64(s.emitted+1) / s.rate * float64(time.Second)))
-	time.Sleep(time.Until(due))
-}
+func (s *chanSource) wait() { time.Sleep(time.Until(s.nextDue())) }
 
 // forward sends the source's records in batches to out, then closes it.
 func (s *chanSource) forward(out chan<- *batch[Record], bp *pool[Record]) {
@@ -222,7 +186,7 @@ func (s *chanSource) forward(out chan<- *batch[Record], bp *pool[Record]) {
 // partition sends each record to receiver Key mod P, in batches that go
 // when full, or when the source has nothing to do now, or at its end. Each
 // batch carries the source's watermark (the newest record's time - 1).
-func (s *chanSource) partition(outs []chan *batch[Record], bp *pool[Record], from int) {
+func (s *chanSource) partition(outs []chan *batch[Record], bp *pool[Record], from int, stride uint64) {
 	p := uint64(len(outs))
 	bufs := make([]*batch[Record], p)
 	for d := range bufs {
@@ -251,12 +215,12 @@ func (s *chanSource) partition(outs []chan *batch[Record], bp *pool[Record], fro
 			b := bufs[d]
 			b.recs = append(b.recs, *r)
 			if len(b.recs) == batchLen {
-				wm = r.TimeMs - 1
+				wm = timeMs(r.Seq, stride) - 1
 				send(d)
 			}
 		}
 		if n > 0 {
-			wm = chunk[n-1].TimeMs - 1
+			wm = timeMs(chunk[n-1].Seq, stride) - 1
 		}
 		if n == 0 {
 			flush()

@@ -62,6 +62,7 @@ func (e *emitter[T]) flush() {
 // chanWindows is one instance of the baseline's window count.
 type chanWindows struct {
 	clock     eventClock
+	stride    uint64                 // records per ms of event time
 	open      map[int64]*countWindow // by start
 	last      *countWindow           // the window of the previous record
 	lastStart int64
@@ -76,8 +77,8 @@ type countWindow struct {
 	samples map[uint64]int64
 }
 
-func newChanWindows(senders int, out chan<- *batch[winResult], bp *pool[winResult]) *chanWindows {
-	return &chanWindows{clock: newEventClock(senders), open: make(map[int64]*countWindow),
+func newChanWindows(senders int, stride uint64, out chan<- *batch[winResult], bp *pool[winResult]) *chanWindows {
+	return &chanWindows{clock: newEventClock(senders), stride: stride, open: make(map[int64]*countWindow),
 		emitter: emitter[winResult]{out: out, bp: bp}}
 }
 
@@ -96,7 +97,7 @@ func (w *chanWindows) run(in <-chan *batch[Record], bp *pool[Record]) {
 }
 
 func (w *chanWindows) add(r *Record) {
-	start := windowStart(r.TimeMs)
+	start := windowStart(timeMs(r.Seq, w.stride))
 	if w.last == nil || start != w.lastStart {
 		if w.clock.late(start) {
 			w.late++
@@ -136,6 +137,7 @@ func (w *chanWindows) fire(wm int64) {
 // left are left sources, the others right ones.
 type chanJoin struct {
 	clock     eventClock
+	stride    uint64 // records per ms of event time
 	left      int
 	open      map[int64]*joinWindow
 	last      *joinWindow
@@ -149,8 +151,8 @@ type joinWindow struct {
 	left, right map[uint64][]Record
 }
 
-func newChanJoin(p int, out chan<- *batch[Joined], bp *pool[Joined]) *chanJoin {
-	return &chanJoin{clock: newEventClock(2 * p), left: p, open: make(map[int64]*joinWindow),
+func newChanJoin(p int, stride uint64, out chan<- *batch[Joined], bp *pool[Joined]) *chanJoin {
+	return &chanJoin{clock: newEventClock(2 * p), stride: stride, left: p, open: make(map[int64]*joinWindow),
 		emitter: emitter[Joined]{out: out, bp: bp}}
 }
 
@@ -170,7 +172,7 @@ func (j *chanJoin) run(in <-chan *batch[Record], bp *pool[Record]) {
 }
 
 func (j *chanJoin) add(r *Record, isLeft bool) {
-	start := windowStart(r.TimeMs)
+	start := windowStart(timeMs(r.Seq, j.stride))
 	if j.last == nil || start != j.lastStart {
 		if j.clock.late(start) {
 			j.late++

@@ -8,15 +8,18 @@
 //
 // # Records
 //
-// Every source generates Record values (40 bytes, no pointers, so ringflow
-// moves them by raw copy and reads them in place). Record seq of a source
-// with seed s is
+// Every source generates Record values (32 bytes, no pointers, so ringflow
+// moves them by raw copy and reads them in place; see Record for why not
+// more). Record seq of a source with seed s is
 //
 //	h        = splitmix64(s + (seq+1)·φ)         φ = 0x9e3779b97f4a7c15
 //	Key      = ⌊h · Keys / 2⁶⁴⌋                  uniform in [0, Keys)
 //	Value    = 1                                 a count of one, as in a word count
-//	TimeMs   = seq / EventStride                 event time, epoch ms (event-time pipelines)
 //	SrcNanos = wall clock (Unix ns) if h mod 1024 = 0, else 0
+//
+// and, in the event-time pipelines, its event time is seq / EventStride
+// epoch milliseconds (computed from Seq by the timestamp assigner, not
+// stored).
 //
 // A source of parallelism P is P subtasks; subtask i generates seq i, i+P,
 // i+2P, ... below Records (ringflow.Generate's split), so with --records N
@@ -33,7 +36,7 @@
 //	keyed-count   source → keyBy → rolling count per key → sink
 //	              the sink sees every update: the record with Value = the number of
 //	              records of its key so far; digest (Key, Value)
-//	window        event-time source (watermark = max TimeMs - 1) → keyBy →
+//	window        event-time source (watermark = newest event time - 1 ms) → keyBy →
 //	              tumbling 1 s window counting records per key → sink
 //	              one result per key and window; digest (Key, Start, Count)
 //	join          two event-time sources, "left" (seed 1) and "right" (seed 2), of

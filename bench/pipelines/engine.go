@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/ringflow/ringflow"
@@ -38,15 +37,15 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes) 
 			return nil
 		})
 	case "window":
-		src := ringflow.SourceWithEventTime(job, "source", countedGen(c, seedMain, produced, 0), eventTime)
+		src := ringflow.SourceWithEventTime(job, "source", countedGen(c, seedMain, produced, 0), eventTime(c.EventStride))
 		wins := ringflow.Window(ringflow.KeyBy(src, key), "window", ringflow.TumblingWindows(windowSizeMs*time.Millisecond), countAgg{})
 		ringflow.Sink(wins, "sink", func(w ringflow.WindowResult[uint64, WindowCount]) error {
 			sinks.byKey(w.Key).add(digestWindow(w.Key, w.Start, w.Value.Count), w.Value.SrcNanos)
 			return nil
 		})
 	case "join":
-		left := ringflow.SourceWithEventTime(job, "left", countedGen(c, seedMain, produced, 0), eventTime)
-		right := ringflow.SourceWithEventTime(job, "right", countedGen(c, seedRight, produced, c.Parallelism), eventTime)
+		left := ringflow.SourceWithEventTime(job, "left", countedGen(c, seedMain, produced, 0), eventTime(c.EventStride))
+		right := ringflow.SourceWithEventTime(job, "right", countedGen(c, seedRight, produced, c.Parallelism), eventTime(c.EventStride))
 		pairs := ringflow.WindowJoin(ringflow.KeyBy(left, key), ringflow.KeyBy(right, key), "join",
 			ringflow.TumblingWindows(windowSizeMs*time.Millisecond), joinPair)
 		ringflow.Sink(pairs, "sink", func(j Joined) error {
@@ -57,67 +56,20 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes) 
 	return job.Run(ctx)
 }
 
-// eventTime is the watermark strategy of the event-time pipelines: sources
+// eventTime returns the watermark strategy of the event-time pipelines: sources
 // generate in event-time order, so the watermark trails the newest record
 // by 1 ms only.
-var eventTime = ringflow.WatermarkStrategy[Record]{Timestamp: func(r Record) int64 { return r.TimeMs }}
-
-// sourceShare returns the number of records and the rate of the source with
-// the given seed: all of them, or the join's share.
-func sourceShare(c Config, seed uint64) (records uint64, rate float64) {
-	if c.Pipeline != "join" {
-		return c.Records, c.Rate
-	}
-	if seed == seedMain {
-		return (c.Records + 1) / 2, c.Rate / 2
-	}
-	return c.Records / 2, c.Rate / 2
+func eventTime(stride uint64) ringflow.WatermarkStrategy[Record] {
+	return ringflow.WatermarkStrategy[Record]{Timestamp: func(r Record) int64 { return timeMs(r.Seq, stride) }}
 }
 
-// sourceGen returns the generator of the source with the given seed.
-func sourceGen(c Config, seed uint64) gen {
-	g := gen{keys: c.Keys, seed: seed}
-	if c.Pipeline == "window" || c.Pipeline == "join" {
-		g.stride = c.EventStride
-	}
-	return g
-}
-
-// countedGen returns a ringflow generator of the source with the given
-// seed whose subtask i counts what it produces in produced's slot first+i.
+// countedGen returns the ringflow source with the given seed; its subtask
+// i counts what it produces in produced's slot first+i.
 func countedGen(c Config, seed uint64, produced *counters, first int) ringflow.NewSource[Record] {
-	records, rate := sourceShare(c, seed)
-	newGen := ringflow.Generate(sourceGen(c, seed).record, ringflow.GenOptions{Count: records, Rate: rate})
+	spec := specOf(c, seed)
 	return func() ringflow.SourceFunc[Record] {
-		return &countedSource{SourceFunc: newGen(), produced: produced, first: first}
+		return &engineSource{spec: spec, produced: produced, first: first}
 	}
-}
-
-// countedSource counts the records of a source, once per batch.
-type countedSource struct {
-	ringflow.SourceFunc[Record]
-	produced *counters
-	first    int
-	n        *atomic.Uint64
-}
-
-func (s *countedSource) Open(subtask, parallelism int, pos []byte) error {
-	s.n = s.produced.slot(s.first + subtask)
-	return s.SourceFunc.Open(subtask, parallelism, pos)
-}
-
-func (s *countedSource) Read(buf []Record) (int, error) {
-	n, err := s.SourceFunc.Read(buf)
-	s.n.Add(uint64(n))
-	return n, err
-}
-
-// NextReady passes on the generator's pacing (operator.Pacer).
-func (s *countedSource) NextReady() time.Time {
-	if p, ok := s.SourceFunc.(interface{ NextReady() time.Time }); ok {
-		return p.NextReady()
-	}
-	return time.Time{}
 }
 
 // countAgg counts a key's records in a window and keeps the newest sample

@@ -42,7 +42,7 @@ func oracle(c Config) (count, sum uint64) {
 		counts := map[kw]int64{}
 		for seq := range c.Records {
 			r := g.record(seq)
-			counts[kw{r.Key, windowStart(r.TimeMs)}]++
+			counts[kw{r.Key, windowStart(timeMs(r.Seq, c.EventStride))}]++
 		}
 		for k, n := range counts {
 			add(digestWindow(k.key, k.start, n))
@@ -53,17 +53,17 @@ func oracle(c Config) (count, sum uint64) {
 			start int64
 		}
 		left := map[kw][]Record{}
-		nl, _ := sourceShare(c, seedMain)
+		nl := specOf(c, seedMain).records
 		for seq := range nl {
 			r := g.record(seq)
-			k := kw{r.Key, windowStart(r.TimeMs)}
+			k := kw{r.Key, windowStart(timeMs(r.Seq, c.EventStride))}
 			left[k] = append(left[k], r)
 		}
 		gr := sourceGen(c, seedRight)
-		nr, _ := sourceShare(c, seedRight)
+		nr := specOf(c, seedRight).records
 		for seq := range nr {
 			r := gr.record(seq)
-			for _, l := range left[kw{r.Key, windowStart(r.TimeMs)}] {
+			for _, l := range left[kw{r.Key, windowStart(timeMs(r.Seq, c.EventStride))}] {
 				j := joinPair(l, r)
 				add(digestJoined(&j))
 			}
