@@ -23,8 +23,9 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"ring": {"move records through a ring and through Go channels", runRing},
-	"run":  {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
+	"ring":    {"move records through a ring and through Go channels", runRing},
+	"nexmark": {"run Nexmark queries on ringflow: throughput, cores, output", runNexmark},
+	"run":     {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
 }
 
 // errUsage marks errors for which the usage text has already been printed.
