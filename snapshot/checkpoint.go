@@ -50,11 +50,12 @@ type ChannelState struct {
 // With no usable checkpoint the error wraps ErrNoCheckpoint, and every
 // failure found.
 func (s *Store) Latest() (*Checkpoint, error) {
-	s.mu.Lock()
-	if s.mu.closed {
-		s.mu.Unlock()
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.db == nil {
 		return nil, ErrClosed
 	}
+	s.mu.Lock()
 	candidates := make([]*record, 0, len(s.mu.complete))
 	for i := len(s.mu.complete) - 1; i >= 0; i-- {
 		if r := s.mu.complete[i]; !r.bad {
@@ -62,10 +63,15 @@ func (s *Store) Latest() (*Checkpoint, error) {
 		}
 	}
 	skipped := append([]*CheckpointError(nil), s.mu.corrupt...)
+	// NB: the snapshot is taken under s.mu, so no candidate has been
+	// dropped by retention, let alone had its keys deleted, before it: a
+	// concurrent commit cannot make a good checkpoint look damaged.
+	snap := s.db.NewSnapshot()
 	s.mu.Unlock()
+	defer snap.Close()
 
 	for _, r := range candidates {
-		c, err := s.verify(r)
+		c, err := s.verify(snap, r)
 		if err == nil {
 			c.Skipped = newerThan(skipped, c.id)
 			if len(c.Skipped) > 0 {
@@ -74,11 +80,7 @@ func (s *Store) Latest() (*Checkpoint, error) {
 			}
 			return c, nil
 		}
-		var ce *CheckpointError
-		if !errors.As(err, &ce) {
-			return nil, err
-		}
-		skipped = append(skipped, ce)
+		skipped = append(skipped, err)
 	}
 	if len(skipped) == 0 {
 		return nil, ErrNoCheckpoint
@@ -89,26 +91,32 @@ func (s *Store) Latest() (*Checkpoint, error) {
 // Checkpoint returns retained checkpoint id, verified like Latest does but
 // without falling back.
 func (s *Store) Checkpoint(id uint64) (*Checkpoint, error) {
-	s.mu.Lock()
-	r := s.findLocked(id)
-	closed := s.mu.closed
-	s.mu.Unlock()
-	if closed {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.db == nil {
 		return nil, ErrClosed
 	}
+	s.mu.Lock()
+	r := s.findLocked(id)
+	snap := s.db.NewSnapshot() // under s.mu, as in Latest
+	s.mu.Unlock()
+	defer snap.Close()
 	if r == nil {
 		return nil, fmt.Errorf("snapshot: checkpoint %d: %w", id, ErrNotRetained)
 	}
-	return s.verify(r)
+	c, err := s.verify(snap, r)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// verify reads r's checkpoint; on a *CheckpointError it reports it and
+// verify reads r's checkpoint from snap; on failure it reports it and
 // marks r bad, so it is neither reused nor offered again.
-func (s *Store) verify(r *record) (*Checkpoint, error) {
-	c, err := s.read(r.m.id)
-	var ce *CheckpointError
-	if errors.As(err, &ce) {
-		s.logger.Errorf("%v; checkpoint %d is unusable, restore falls back to an older one", ce, ce.ID)
+func (s *Store) verify(snap *pebble.Snapshot, r *record) (*Checkpoint, *CheckpointError) {
+	c, err := read(snap, r.m.id)
+	if err != nil {
+		s.logger.Errorf("%v; checkpoint %d is unusable, restore falls back to an older one", err, err.ID)
 		s.mu.Lock()
 		r.bad = true
 		s.mu.Unlock()
@@ -119,31 +127,25 @@ func (s *Store) verify(r *record) (*Checkpoint, error) {
 // read loads checkpoint id from a consistent Pebble snapshot: the manifest
 // first (decoded and validated again: the read half of the pair
 // assertion), then every entry, each checked against the manifest.
-func (s *Store) read(id uint64) (*Checkpoint, error) {
-	var c *Checkpoint
-	err := s.withDB(func(db *pebble.DB) error {
-		snap := db.NewSnapshot()
-		defer snap.Close()
-		raw, err := getCopy(snap, idKey(prefixManifest, id))
-		if err != nil {
-			return &CheckpointError{ID: id, Entry: "manifest", Err: err}
+func read(snap *pebble.Snapshot, id uint64) (*Checkpoint, *CheckpointError) {
+	raw, err := getCopy(snap, idKey(prefixManifest, id))
+	if err != nil {
+		return nil, &CheckpointError{ID: id, Entry: "manifest", Err: err}
+	}
+	m, err := decodeManifest(raw)
+	if err == nil && m.id != id {
+		err = manifestErrorf("stored under id %d but says checkpoint %d", id, m.id)
+	}
+	if err != nil {
+		return nil, &CheckpointError{ID: id, Entry: "manifest", Err: err}
+	}
+	c := &Checkpoint{id: id, meta: m.meta, entries: m.entries, data: make([][]byte, len(m.entries))}
+	for i, e := range m.entries {
+		if c.data[i], err = readEntry(snap, e); err != nil {
+			return nil, &CheckpointError{ID: id, Entry: e.key.String(), Err: err}
 		}
-		m, err := decodeManifest(raw)
-		if err == nil && m.id != id {
-			err = manifestErrorf("stored under id %d but says checkpoint %d", id, m.id)
-		}
-		if err != nil {
-			return &CheckpointError{ID: id, Entry: "manifest", Err: err}
-		}
-		c = &Checkpoint{id: id, meta: m.meta, entries: m.entries, data: make([][]byte, len(m.entries))}
-		for i, e := range m.entries {
-			if c.data[i], err = readEntry(snap, e); err != nil {
-				return &CheckpointError{ID: id, Entry: e.key.String(), Err: err}
-			}
-		}
-		return nil
-	})
-	return c, err
+	}
+	return c, nil
 }
 
 func readEntry(snap *pebble.Snapshot, e manifestEntry) ([]byte, error) {

@@ -46,6 +46,8 @@ func (s *Store) load() error {
 // are reported, recorded in s.mu.corrupt and queued for quarantine.
 func (s *Store) scanManifests() ([]*manifest, error) {
 	var valid []*manifest
+	var corrupt []*CheckpointError
+	var quarantine []sstKV
 	err := s.scanPrefix(prefixManifest, func(key, value []byte) {
 		id, _ := decodeIDKey(key)
 		m, err := decodeManifest(value)
@@ -58,16 +60,20 @@ func (s *Store) scanManifests() ([]*manifest, error) {
 		}
 		ce := &CheckpointError{ID: id, Entry: "manifest", Err: err}
 		s.logger.Errorf("%v; quarantining it, restore will use an older checkpoint", ce)
-		s.mu.Lock()
-		s.mu.corrupt = append(s.mu.corrupt, ce)
-		s.mu.maxID = max(s.mu.maxID, id)
-		s.mu.garbage = append(s.mu.garbage,
+		corrupt = append(corrupt, ce)
+		quarantine = append(quarantine,
 			sstKV{key: idKey(prefixManifest, id), delete: true},
 			sstKV{key: idKey(prefixQuarantine, id), value: append([]byte(nil), value...)})
-		s.mu.Unlock()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: read manifests: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.corrupt = corrupt
+	s.mu.garbage = append(s.mu.garbage, quarantine...)
+	for _, ce := range corrupt {
+		s.mu.maxID = max(s.mu.maxID, ce.ID)
 	}
 	return valid, nil
 }

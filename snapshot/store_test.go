@@ -627,3 +627,41 @@ func TestRescaleRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestLatestDuringCommits: readers racing with commits that drop and
+// garbage-collect the previous checkpoint never see a damaged checkpoint.
+func TestLatestDuringCommits(t *testing.T) {
+	s, lg := openTest(t, vfs.NewMem(), 1)
+	defer s.Close()
+	commitFull(t, s, 1, 4, 1, 100)
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			c, err := s.Latest()
+			if err == nil && len(c.Skipped) > 0 {
+				err = fmt.Errorf("checkpoint %d skipped %v", c.ID(), c.Skipped)
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for id := uint64(2); id <= 30; id++ {
+		commitFull(t, s, id, 4, int(id), 100)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatalf("Latest during commits: %v", err)
+	}
+	if lines := lg.errorsContaining(""); len(lines) > 0 {
+		t.Fatalf("errors logged: %q", lines)
+	}
+}
