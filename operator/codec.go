@@ -139,6 +139,8 @@ func fieldCodec(t reflect.Type) (encodeFunc, decodeFunc, error) {
 		return structCodec(t)
 	case t.Kind() == reflect.Array:
 		return arrayCodec(t)
+	case t.Kind() == reflect.Slice:
+		return sliceCodec(t)
 	}
 	return nil, nil, fmt.Errorf("%s has no built-in encoding", t)
 }
@@ -221,6 +223,43 @@ func arrayCodec(t reflect.Type) (encodeFunc, decodeFunc, error) {
 					return 0, err
 				}
 				used += k
+			}
+			return used, nil
+		}, nil
+}
+
+// sliceCodec encodes a slice as its length and its elements.
+func sliceCodec(t reflect.Type) (encodeFunc, decodeFunc, error) {
+	enc, dec, err := fieldCodec(t.Elem())
+	if err != nil {
+		return nil, nil, err
+	}
+	size := t.Elem().Size()
+	return func(dst []byte, p unsafe.Pointer) []byte {
+			n := reflect.NewAt(t, p).Elem().Len()
+			dst = binary.AppendUvarint(dst, uint64(n))
+			base := unsafe.Pointer(unsafe.SliceData(*(*[]byte)(p)))
+			for i := range n {
+				dst = enc(dst, unsafe.Add(base, uintptr(i)*size))
+			}
+			return dst
+		}, func(src []byte, p unsafe.Pointer) (int, error) {
+			n, k := binary.Uvarint(src)
+			if k <= 0 || n > uint64(len(src)) { // every element takes at least a byte, or none at all
+				if !(k > 0 && size == 0) {
+					return 0, errTruncated
+				}
+			}
+			s := reflect.MakeSlice(t, int(n), int(n))
+			reflect.NewAt(t, p).Elem().Set(s)
+			base := s.UnsafePointer()
+			used := k
+			for i := range int(n) {
+				m, err := dec(src[used:], unsafe.Add(base, uintptr(i)*size))
+				if err != nil {
+					return 0, err
+				}
+				used += m
 			}
 			return used, nil
 		}, nil

@@ -15,6 +15,8 @@ type WindowJoin[K comparable, L, R, O any] struct {
 	windows Windows
 	f       func(L, R) O
 	next    Input[O]
+	ltable  *keyedTable[winKey[K], []L]
+	rtable  *keyedTable[winKey[K], []R]
 	left    *cow.Map[winKey[K], []L]
 	right   *cow.Map[winKey[K], []R]
 	fire    timerQueue[winKey[K]]
@@ -36,10 +38,55 @@ func (j *WindowJoin[K, L, R, O]) Open(ctx *Context) error {
 	j.Ctx = ctx
 	hash := j.lkeys.Hash
 	wh := func(k winKey[K]) uint64 { return hash(k.key) }
-	j.left = newState[winKey[K], []L](ctx, wh)
-	j.right = newState[winKey[K], []R](ctx, wh)
+	j.ltable = newTable[winKey[K], []L](ctx, "left", wh)
+	j.rtable = newTable[winKey[K], []R](ctx, "right", wh)
+	j.left, j.right = j.ltable.m, j.rtable.m
 	return nil
 }
+
+// SnapshotState implements Checkpointed; timers follow from the state.
+func (j *WindowJoin[K, L, R, O]) SnapshotState(id uint64) (StateSnapshot, error) {
+	l, err := j.ltable.freeze(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := j.rtable.freeze(id)
+	if err != nil {
+		l.Release()
+		return nil, err
+	}
+	return snapshots{l, r}, nil
+}
+
+// RestoreState implements Checkpointed.
+func (j *WindowJoin[K, L, R, O]) RestoreState(sr StateReader) error {
+	if err := j.ltable.restore(sr); err != nil {
+		return err
+	}
+	if err := j.rtable.restore(sr); err != nil {
+		return err
+	}
+	kgs := j.left.KeyGroups()
+	for kg := kgs.Start; kg < kgs.End; kg++ {
+		for wk := range j.left.All(kg) {
+			j.fire.add(wk.win.MaxTimestamp(), wk)
+		}
+		for wk := range j.right.All(kg) {
+			j.fire.add(wk.win.MaxTimestamp(), wk)
+		}
+	}
+	return nil
+}
+
+// NotifyComplete implements CheckpointListener.
+func (j *WindowJoin[K, L, R, O]) NotifyComplete(id uint64) error {
+	j.ltable.complete(id)
+	j.rtable.complete(id)
+	return nil
+}
+
+// NotifyAborted implements CheckpointListener.
+func (j *WindowJoin[K, L, R, O]) NotifyAborted(uint64) {}
 
 // Left returns the join's left input.
 func (j *WindowJoin[K, L, R, O]) Left() Input[L] { return joinLeft[K, L, R, O]{j} }

@@ -13,16 +13,6 @@ type KeyFuncs[K comparable, T any] struct {
 	Hash func(K) uint64
 }
 
-// newState makes the keyed state table of one operator instance: the key
-// groups of ctx's range, hashed like the records' keys.
-func newState[K comparable, V any](ctx *Context, hash func(K) uint64) *cow.Map[K, V] {
-	m, err := cow.New(cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups})
-	if err != nil {
-		Fail(ctx, fmt.Errorf("keyed state: %w", err))
-	}
-	return m
-}
-
 // upsert returns the state slot of a key, failing the job with a clear error
 // if the key does not belong to this instance (a partitioning bug).
 func upsert[K comparable, V any](ctx *Context, m *cow.Map[K, V], h uint64, k K) *V {
@@ -47,6 +37,7 @@ type Reduce[K comparable, T any] struct {
 	keys   KeyFuncs[K, T]
 	f      func(acc, rec T) T
 	next   Input[T]
+	table  *keyedTable[K, reduced[T]]
 	state  *cow.Map[K, reduced[T]]
 	out    []T
 	hashes []uint64
@@ -61,9 +52,22 @@ func NewReduce[K comparable, T any](keys KeyFuncs[K, T], f func(acc, rec T) T, n
 // Open implements Operator.
 func (r *Reduce[K, T]) Open(ctx *Context) error {
 	r.Ctx = ctx
-	r.state = newState[K, reduced[T]](ctx, r.keys.Hash)
+	r.table = newTable[K, reduced[T]](ctx, "reduce", r.keys.Hash)
+	r.state = r.table.m
 	return nil
 }
+
+// SnapshotState implements Checkpointed.
+func (r *Reduce[K, T]) SnapshotState(id uint64) (StateSnapshot, error) { return r.table.freeze(id) }
+
+// RestoreState implements Checkpointed.
+func (r *Reduce[K, T]) RestoreState(sr StateReader) error { return r.table.restore(sr) }
+
+// NotifyComplete implements CheckpointListener.
+func (r *Reduce[K, T]) NotifyComplete(id uint64) error { r.table.complete(id); return nil }
+
+// NotifyAborted implements CheckpointListener.
+func (r *Reduce[K, T]) NotifyAborted(uint64) {}
 
 // Push implements Input.
 func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
@@ -121,6 +125,7 @@ type Aggregate[K comparable, T, A, O any] struct {
 	keys   KeyFuncs[K, T]
 	agg    AggregateFunc[T, A, O]
 	next   Input[O]
+	table  *keyedTable[K, aggregated[A]]
 	state  *cow.Map[K, aggregated[A]]
 	out    []O
 	hashes []uint64
@@ -135,9 +140,22 @@ func NewAggregate[K comparable, T, A, O any](keys KeyFuncs[K, T], agg AggregateF
 // Open implements Operator.
 func (a *Aggregate[K, T, A, O]) Open(ctx *Context) error {
 	a.Ctx = ctx
-	a.state = newState[K, aggregated[A]](ctx, a.keys.Hash)
+	a.table = newTable[K, aggregated[A]](ctx, "aggregate", a.keys.Hash)
+	a.state = a.table.m
 	return nil
 }
+
+// SnapshotState implements Checkpointed.
+func (a *Aggregate[K, T, A, O]) SnapshotState(id uint64) (StateSnapshot, error) { return a.table.freeze(id) }
+
+// RestoreState implements Checkpointed.
+func (a *Aggregate[K, T, A, O]) RestoreState(sr StateReader) error { return a.table.restore(sr) }
+
+// NotifyComplete implements CheckpointListener.
+func (a *Aggregate[K, T, A, O]) NotifyComplete(id uint64) error { a.table.complete(id); return nil }
+
+// NotifyAborted implements CheckpointListener.
+func (a *Aggregate[K, T, A, O]) NotifyAborted(uint64) {}
 
 // Push implements Input.
 func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/ringflow/ringflow/snapshot/cow"
@@ -33,7 +34,7 @@ type KeyedScope[K comparable] struct {
 	ctx    *Context
 	hash   func(K) uint64
 	cur    *KeyedContext[K]
-	states int
+	tables *[]stateTable
 }
 
 // KeyedContext is the current key, the current record's timestamp, the
@@ -82,10 +83,13 @@ type valueSlot[V any] struct {
 	ok bool
 }
 
-// NewValueState declares a value state on s.
+// NewValueState declares a value state on s. States are named by their
+// order of declaration, which must not change between runs that restore
+// each other's checkpoints.
 func NewValueState[K comparable, V any](s *KeyedScope[K]) *ValueState[K, V] {
-	s.states++
-	return &ValueState[K, V]{cur: s.cur, m: newState[K, valueSlot[V]](s.ctx, s.hash)}
+	t := newTable[K, valueSlot[V]](s.ctx, fmt.Sprintf("value%d", len(*s.tables)), s.hash)
+	*s.tables = append(*s.tables, t)
+	return &ValueState[K, V]{cur: s.cur, m: t.m}
 }
 
 // Value returns the current key's value and whether it has one.
@@ -118,9 +122,10 @@ type mapKey[K, MK comparable] struct {
 // NewMapState declares a map state on s.
 func NewMapState[K, MK comparable, MV any](s *KeyedScope[K]) *MapState[K, MK, MV] {
 	hash := s.hash
-	s.states++
-	return &MapState[K, MK, MV]{cur: s.cur,
-		m: newState[mapKey[K, MK], MV](s.ctx, func(k mapKey[K, MK]) uint64 { return hash(k.key) })}
+	t := newTable[mapKey[K, MK], MV](s.ctx, fmt.Sprintf("map%d", len(*s.tables)),
+		func(k mapKey[K, MK]) uint64 { return hash(k.key) })
+	*s.tables = append(*s.tables, t)
+	return &MapState[K, MK, MV]{cur: s.cur, m: t.m}
 }
 
 // Get returns the current key's entry for mk.
@@ -155,6 +160,10 @@ type Process[K comparable, T, O any] struct {
 	cur    KeyedContext[K]
 	event  timerQueue[keyTimer[K]]
 	proc   timerQueue[keyTimer[K]]
+	tables []stateTable
+	// timers mirror the timer queues in keyed state, so checkpoints hold
+	// them: [EventTime] and [ProcessingTime].
+	timers [2]*keyedTable[keyTimer[K], bool]
 	out    Collector[O]
 	hashes []uint64
 	klist  []K
@@ -172,20 +181,66 @@ func NewProcess[K comparable, T, O any](keys KeyFuncs[K, T], fn ProcessFunc[K, T
 func (p *Process[K, T, O]) Open(ctx *Context) (err error) {
 	p.Ctx = ctx
 	defer recoverTo(ctx, &err)
-	return p.fn.Open(&KeyedScope[K]{ctx: ctx, hash: p.keys.Hash, cur: &p.cur})
+	th := func(t keyTimer[K]) uint64 { return t.hash }
+	p.timers[EventTime] = newTable[keyTimer[K], bool](ctx, "event-timers", th)
+	p.timers[ProcessingTime] = newTable[keyTimer[K], bool](ctx, "processing-timers", th)
+	p.tables = []stateTable{p.timers[EventTime], p.timers[ProcessingTime]}
+	return p.fn.Open(&KeyedScope[K]{ctx: ctx, hash: p.keys.Hash, cur: &p.cur, tables: &p.tables})
+}
+
+func (p *Process[K, T, O]) queue(d TimeDomain) *timerQueue[keyTimer[K]] {
+	if d == ProcessingTime {
+		return &p.proc
+	}
+	return &p.event
 }
 
 func (p *Process[K, T, O]) timer(ts int64, d TimeDomain, k K, h uint64, del bool) {
-	q := &p.event
-	if d == ProcessingTime {
-		q = &p.proc
-	}
+	t := keyTimer[K]{ts, k, h}
 	if del {
-		q.delete(keyTimer[K]{ts, k, h})
-	} else {
-		q.add(ts, keyTimer[K]{ts, k, h})
+		p.queue(d).delete(t)
+		p.timers[d].m.DeleteHashed(h, t)
+		return
+	}
+	if p.queue(d).add(ts, t) {
+		*upsert(p.Ctx, p.timers[d].m, h, t) = true
 	}
 }
+
+// SnapshotState implements Checkpointed.
+func (p *Process[K, T, O]) SnapshotState(id uint64) (StateSnapshot, error) {
+	return snapshotTables(id, p.tables)
+}
+
+// RestoreState implements Checkpointed: it loads every state and the
+// timers.
+func (p *Process[K, T, O]) RestoreState(r StateReader) error {
+	for _, t := range p.tables {
+		if err := t.restore(r); err != nil {
+			return err
+		}
+	}
+	for d, tt := range p.timers {
+		kgs := tt.m.KeyGroups()
+		for kg := kgs.Start; kg < kgs.End; kg++ {
+			for t := range tt.m.All(kg) {
+				p.queue(TimeDomain(d)).add(t.ts, t)
+			}
+		}
+	}
+	return nil
+}
+
+// NotifyComplete implements CheckpointListener.
+func (p *Process[K, T, O]) NotifyComplete(id uint64) error {
+	for _, t := range p.tables {
+		t.complete(id)
+	}
+	return nil
+}
+
+// NotifyAborted implements CheckpointListener.
+func (p *Process[K, T, O]) NotifyAborted(uint64) {}
 
 // Push implements Input.
 func (p *Process[K, T, O]) Push(recs []T, ts []int64) {
@@ -233,6 +288,7 @@ func (p *Process[K, T, O]) fireTimers(q *timerQueue[keyTimer[K]], upTo int64, d 
 		if !ok {
 			break
 		}
+		p.timers[d].m.DeleteHashed(t.hash, t)
 		p.cur.key, p.cur.hash, p.cur.ts, p.out.now = t.key, t.hash, ts, ts
 		p.fn.OnTimer(&p.cur, ts, d, &p.out)
 	}

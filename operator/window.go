@@ -105,8 +105,9 @@ type winKey[K comparable] struct {
 }
 
 type winState[A any] struct {
-	acc A
-	ok  bool
+	acc   A
+	ok    bool
+	fired bool // fired already; kept for the allowed lateness
 }
 
 // WindowAgg aggregates records per key and event-time window and emits each
@@ -118,6 +119,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	agg      AggregateFunc[T, A, O]
 	opts     WindowOptions[T]
 	next     Input[WindowResult[K, O]]
+	table    *keyedTable[winKey[K], winState[A]]
 	state    *cow.Map[winKey[K], winState[A]]
 	fire     timerQueue[winKey[K]] // at the window's max timestamp
 	cleanup  timerQueue[winKey[K]] // at max timestamp + allowed lateness
@@ -138,7 +140,8 @@ func NewWindowAgg[K comparable, T, A, O any](keys KeyFuncs[K, T], w Windows, agg
 func (o *WindowAgg[K, T, A, O]) Open(ctx *Context) error {
 	o.Ctx = ctx
 	hash := o.keys.Hash
-	o.state = newState[winKey[K], winState[A]](ctx, func(k winKey[K]) uint64 { return hash(k.key) })
+	o.table = newTable[winKey[K], winState[A]](ctx, "windows", func(k winKey[K]) uint64 { return hash(k.key) })
+	o.state = o.table.m
 	if o.windows.Kind == Session {
 		o.sessions = make(map[K][]Window)
 	}
@@ -260,6 +263,7 @@ func (o *WindowAgg[K, T, A, O]) Watermark(wm int64) {
 		if lateness == 0 || wm == MaxWatermark {
 			o.drop(h, wk)
 		} else {
+			upsert(o.Ctx, o.state, h, wk).fired = true
 			o.cleanup.add(wk.win.MaxTimestamp()+lateness, wk)
 		}
 		if len(o.out) >= 4096 {
@@ -295,3 +299,38 @@ func (o *WindowAgg[K, T, A, O]) drop(h uint64, wk winKey[K]) {
 		o.sessions[wk.key] = open
 	}
 }
+
+// SnapshotState implements Checkpointed. Timers and the session index are
+// not stored: they follow from the windows in the state.
+func (o *WindowAgg[K, T, A, O]) SnapshotState(id uint64) (StateSnapshot, error) {
+	return o.table.freeze(id)
+}
+
+// RestoreState implements Checkpointed: it loads the windows and rebuilds
+// their timers and the session index.
+func (o *WindowAgg[K, T, A, O]) RestoreState(r StateReader) error {
+	if err := o.table.restore(r); err != nil {
+		return err
+	}
+	lateness := o.opts.AllowedLateness.Milliseconds()
+	kgs := o.state.KeyGroups()
+	for kg := kgs.Start; kg < kgs.End; kg++ {
+		for wk, st := range o.state.All(kg) {
+			if st.fired {
+				o.cleanup.add(wk.win.MaxTimestamp()+lateness, wk)
+			} else {
+				o.fire.add(wk.win.MaxTimestamp(), wk)
+			}
+			if o.sessions != nil {
+				o.sessions[wk.key] = append(o.sessions[wk.key], wk.win)
+			}
+		}
+	}
+	return nil
+}
+
+// NotifyComplete implements CheckpointListener.
+func (o *WindowAgg[K, T, A, O]) NotifyComplete(id uint64) error { o.table.complete(id); return nil }
+
+// NotifyAborted implements CheckpointListener.
+func (o *WindowAgg[K, T, A, O]) NotifyAborted(uint64) {}

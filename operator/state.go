@@ -1,0 +1,268 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ringflow/ringflow/snapshot/cow"
+)
+
+// Checkpointed is implemented by operators with state. A task calls
+// SnapshotState on its own thread when a checkpoint reaches the operator
+// (the synchronous part: it must be quick, O(key groups)); the returned
+// snapshot is written out later by a background writer.
+type Checkpointed interface {
+	SnapshotState(id uint64) (StateSnapshot, error)
+	// RestoreState loads the state of the key groups the instance owns, and
+	// its subtask state, from a complete checkpoint.
+	RestoreState(r StateReader) error
+}
+
+// CheckpointListener is implemented by operators that act when a
+// checkpoint completes or is aborted (two-phase-commit sinks).
+type CheckpointListener interface {
+	NotifyComplete(id uint64) error
+	NotifyAborted(id uint64)
+}
+
+// StateSnapshot is the frozen state of one operator instance for one
+// checkpoint.
+type StateSnapshot interface {
+	// WriteTo serializes the state; it runs off the task's thread.
+	WriteTo(w StateWriter) error
+	// Release frees what the snapshot holds; WriteTo may not run after it.
+	Release()
+}
+
+// StateWriter receives an operator instance's state for one checkpoint.
+// Names are the operator's state names; the writer scopes them by operator.
+type StateWriter interface {
+	PutKeyGroup(state string, kg int, blob []byte) error
+	// ReuseKeyGroup makes kg refer to its blobs in checkpoint from.
+	ReuseKeyGroup(state string, kg int, from uint64) error
+	// AppendKeyGroupDelta extends kg's chain (after a reuse) with a delta;
+	// it fails once the chain is as long as the store allows.
+	AppendKeyGroupDelta(state string, kg int, blob []byte) error
+	// PutSubtask stores state that belongs to the subtask, not to a key
+	// group (a sink's pending transactions).
+	PutSubtask(state string, blob []byte) error
+}
+
+// StateReader gives an operator instance its state from a checkpoint.
+type StateReader interface {
+	// KeyGroup returns kg's base blob and deltas, ok false if the state has
+	// no entry for kg (it was empty).
+	KeyGroup(state string, kg int) (base []byte, deltas [][]byte, ok bool)
+	// Subtask returns the subtask state stored under state for every
+	// subtask of the operator's previous run (there may have been a
+	// different number of them).
+	Subtask(state string) [][]byte
+}
+
+// keyedTable is one named cow.Map of an operator, with what incremental
+// checkpoints need to know about its last persisted snapshot.
+type keyedTable[K comparable, V any] struct {
+	name string
+	m    *cow.Map[K, V]
+	err  error // why the table cannot be serialized, if it cannot
+
+	taken     map[uint64]*tableSnapshot[K, V] // by checkpoint id, not yet complete
+	persisted struct {
+		version, checkpoint uint64
+		chain               []int8 // see tableSnapshot
+	}
+}
+
+// newTable makes a keyed state table of ctx's key groups.
+func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint64) *keyedTable[K, V] {
+	cfg := cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups}
+	t := &keyedTable[K, V]{name: name, taken: map[uint64]*tableSnapshot[K, V]{}}
+	kc, err1 := CodecFor[K]()
+	vc, err2 := CodecFor[V]()
+	if err := errors.Join(err1, err2); err != nil {
+		t.err = fmt.Errorf("state %q cannot be checkpointed: %w", name, err)
+	} else {
+		cfg.KeyCodec, cfg.ValueCodec = cowCodec[K]{kc}, cowCodec[V]{vc}
+	}
+	m, err := cow.New(cfg)
+	if err != nil {
+		Fail(ctx, fmt.Errorf("keyed state %q: %w", name, err))
+	}
+	t.m = m
+	return t
+}
+
+// cowCodec adapts a Codec to the interface cow.Map serializes with.
+type cowCodec[T any] struct{ c Codec[T] }
+
+func (a cowCodec[T]) Append(dst []byte, v T) []byte { return a.c.Append(dst, &v) }
+
+func (a cowCodec[T]) Decode(src []byte) (T, int, error) {
+	var v T
+	n, err := a.c.Decode(src, &v)
+	return v, n, err
+}
+
+// stateTable is the untyped face of a keyedTable.
+type stateTable interface {
+	snapshotState(id uint64) (StateSnapshot, error)
+	restore(r StateReader) error
+	complete(id uint64)
+}
+
+func (t *keyedTable[K, V]) snapshotState(id uint64) (StateSnapshot, error) { return t.freeze(id) }
+
+// snapshotTables freezes every table; on failure it releases what it took.
+func snapshotTables(id uint64, tables []stateTable) (StateSnapshot, error) {
+	var ss snapshots
+	for _, t := range tables {
+		s, err := t.snapshotState(id)
+		if err != nil {
+			ss.Release()
+			return nil, err
+		}
+		ss = append(ss, s)
+	}
+	return ss, nil
+}
+
+// freeze is the synchronous part of a checkpoint of the table: O(key
+// groups).
+func (t *keyedTable[K, V]) freeze(id uint64) (*tableSnapshot[K, V], error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	snap := t.m.Freeze()
+	n := snap.KeyGroups().Len()
+	s := &tableSnapshot[K, V]{name: t.name, snap: snap, chain: make([]int8, n)}
+	if t.persisted.version != 0 && t.persisted.version == snap.Version()-1 {
+		s.incremental, s.base = true, t.persisted.checkpoint
+		s.prev = append([]int8(nil), t.persisted.chain...)
+	}
+	t.taken[id] = s
+	return s, nil
+}
+
+// complete records that checkpoint id, and so the snapshot taken for it,
+// is durable: the next snapshot may build on it.
+func (t *keyedTable[K, V]) complete(id uint64) {
+	if s, ok := t.taken[id]; ok {
+		t.persisted.version, t.persisted.checkpoint = s.snap.Version(), id
+		t.persisted.chain = s.chain
+	}
+	for k := range t.taken {
+		if k <= id {
+			delete(t.taken, k)
+		}
+	}
+}
+
+// restore loads the key groups the table holds from r.
+func (t *keyedTable[K, V]) restore(r StateReader) error {
+	kgs := t.m.KeyGroups()
+	for kg := kgs.Start; kg < kgs.End; kg++ {
+		base, deltas, ok := r.KeyGroup(t.name, kg)
+		if !ok {
+			continue
+		}
+		if t.err != nil {
+			return t.err
+		}
+		if _, err := t.m.LoadKeyGroup(base); err != nil {
+			return fmt.Errorf("state %q key group %d: %w", t.name, kg, err)
+		}
+		for i, d := range deltas {
+			if _, err := t.m.ApplyKeyGroupDelta(d); err != nil {
+				return fmt.Errorf("state %q key group %d delta %d: %w", t.name, kg, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// tableSnapshot is a frozen table, written out off the task thread.
+type tableSnapshot[K comparable, V any] struct {
+	name        string
+	snap        *cow.Snapshot[K, V]
+	incremental bool   // the previous snapshot is persisted in base
+	base        uint64 // checkpoint holding the previous snapshot
+	// prev and chain describe, per key group, what the base checkpoint and
+	// this one hold: -1 no entry, n >= 0 a full blob and n deltas.
+	prev  []int8
+	chain []int8
+	buf   []byte
+}
+
+// maxDeltas is how long a key group's delta chain may grow before the
+// writer writes a full blob again; the store allows longer chains.
+const maxDeltas = 8
+
+func (s *tableSnapshot[K, V]) WriteTo(w StateWriter) error {
+	kgs := s.snap.KeyGroups()
+	for kg := kgs.Start; kg < kgs.End; kg++ {
+		if err := s.writeKeyGroup(w, kg, kg-kgs.Start); err != nil {
+			return fmt.Errorf("state %q key group %d: %w", s.name, kg, err)
+		}
+	}
+	return nil
+}
+
+// writeKeyGroup writes one key group: a reference to the base's blobs if
+// it did not change, those plus a delta if few of its keys did, else a full
+// blob (nothing if it is empty).
+func (s *tableSnapshot[K, V]) writeKeyGroup(w StateWriter, kg, i int) error {
+	if s.incremental && s.prev[i] >= 0 {
+		changed := s.snap.ChangedSince(kg, s.snap.Version()-1)
+		if !changed && w.ReuseKeyGroup(s.name, kg, s.base) == nil {
+			s.chain[i] = s.prev[i]
+			return nil
+		}
+		if changed && s.prev[i] < maxDeltas {
+			delta, err := s.snap.AppendKeyGroupDelta(s.buf[:0], kg)
+			switch {
+			case err == nil:
+				s.buf = delta
+				if w.ReuseKeyGroup(s.name, kg, s.base) == nil {
+					if err := w.AppendKeyGroupDelta(s.name, kg, delta); err != nil {
+						return err
+					}
+					s.chain[i] = s.prev[i] + 1
+					return nil
+				}
+			case !errors.Is(err, cow.ErrNoDelta):
+				return err
+			}
+		}
+	}
+	if s.snap.Len(kg) == 0 {
+		s.chain[i] = -1
+		return nil
+	}
+	blob, err := s.snap.AppendKeyGroup(s.buf[:0], kg)
+	if err != nil {
+		return err
+	}
+	s.buf = blob
+	s.chain[i] = 0
+	return w.PutKeyGroup(s.name, kg, blob)
+}
+
+func (s *tableSnapshot[K, V]) Release() { s.snap.Release() }
+
+// snapshots collects the table snapshots of an operator into one.
+type snapshots []StateSnapshot
+
+func (ss snapshots) WriteTo(w StateWriter) error {
+	for _, s := range ss {
+		if err := s.WriteTo(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ss snapshots) Release() {
+	for _, s := range ss {
+		s.Release()
+	}
+}
