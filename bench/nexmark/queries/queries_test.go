@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/nexmark"
@@ -65,7 +67,7 @@ func TestQueriesMatchOracle(t *testing.T) {
 		if len(want) == 0 {
 			t.Fatalf("%s: the oracle finds no rows in %d events; the test would prove nothing", q, cfg.NumEvents)
 		}
-		for _, p := range []int{1, 2} {
+		for _, p := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/p%d", q, p), func(t *testing.T) {
 				got := runQuery(t, q, cfg, p)
 				if d := oracle.Diff(got, want); d != "" {
@@ -73,6 +75,35 @@ func TestQueriesMatchOracle(t *testing.T) {
 				}
 				t.Logf("%s p=%d: %d rows", q, p, len(got))
 			})
+		}
+	}
+}
+
+var seedFlag = flag.Int64("nexmark.seed", 0, "seed of TestRandomConfigs (0: from the clock)")
+
+// Each query matches the oracle on streams of random length and event-time
+// rate (so windows hold from a few to thousands of events), at a random
+// parallelism. Replay a failure with -nexmark.seed.
+func TestRandomConfigs(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (replay with -nexmark.seed %d)", seed, seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	for _, q := range Names {
+		cfg := nexmark.DefaultConfig()
+		cfg.NumEvents = 10_000 + rng.Uint64N(50_000)
+		cfg.EventsPerSecond = 200 + rng.IntN(200_000)
+		p := 1 + rng.IntN(4)
+		events, err := oracle.Generate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := oracle.Query(q, events)
+		got := runQuery(t, q, cfg, p)
+		if d := oracle.Diff(got, want); d != "" {
+			t.Fatalf("%s on %d events at %d/s, parallelism %d (seed %d): %s", q, cfg.NumEvents, cfg.EventsPerSecond, p, seed, d)
 		}
 	}
 }
