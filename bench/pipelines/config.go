@@ -31,6 +31,8 @@ type Config struct {
 	// Workers is ringflow's number of worker threads, and the baseline's
 	// GOMAXPROCS while it runs; 0: the CPUs this process may use.
 	Workers int
+	// NoPin leaves ringflow's worker threads unpinned (ringflow.Config.NoPin).
+	NoPin bool
 	// Keys is the number of distinct keys; default 100000.
 	Keys uint64
 	// Rate paces the sources to this many records per second in all; 0:

@@ -10,7 +10,7 @@ import (
 // runEngine builds c's pipeline as a ringflow job and runs it.
 func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes) error {
 	job := ringflow.NewJob(ringflow.Config{Workers: c.Workers, Parallelism: c.Parallelism,
-		MaxParallelism: MaxParallelism})
+		MaxParallelism: MaxParallelism, NoPin: c.NoPin})
 	key := func(r Record) uint64 { return r.Key }
 	switch c.Pipeline {
 	case "passthrough":

@@ -76,6 +76,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&c.Duration, "duration", 0, fmt.Sprintf("run unbounded sources this long (default %v without --records)", defaultRunDuration))
 	fs.IntVar(&c.Parallelism, "parallelism", min(runtime.GOMAXPROCS(0), pipelines.MaxParallelism), "instances of every operator")
 	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads, and the baseline's GOMAXPROCS (0: all CPUs)")
+	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
 	fs.StringVar(&f.baseline, "baseline", "", `also run the pipeline on a baseline: "chan" (goroutines and channels)`)
@@ -171,6 +172,9 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	workers := "all CPUs"
 	if c.Workers > 0 {
 		workers = fmt.Sprint(c.Workers)
+	}
+	if c.NoPin {
+		workers += " (unpinned)"
 	}
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %d keys, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, c.Keys, pace)
