@@ -118,9 +118,11 @@
 //  5. Only then: the manifest's references are counted, retention runs, and
 //     what became garbage is deleted (below).
 //
-// Open fsyncs the state dir and its parent, so a crash right after the
-// first checkpoints cannot lose the directory entries that lead to them
-// (the crash-clone test found this).
+// Open takes Pebble's lock on the state dir first (a second store on the
+// same dir fails), then empties the staging dir (what a crash mid-commit
+// left there was never ingested), and fsyncs the state dir and its parent,
+// so a crash right after the first checkpoints cannot lose the directory
+// entries that lead to them (the crash-clone test found this).
 //
 // Why ingestion and not write batches: Pebble treats a failed WAL write or
 // sync as fatal (the commit pipeline cannot recover from it), which would
@@ -180,7 +182,9 @@
 //	crash at any point                          after restart, the newest checkpoint whose
 //	                                            ingestion was durable; never a partial one
 //	manifest fails checksum/validation at Open  reported, moved to the 'q' namespace
-//	                                            (quarantined), its id stays used (MaxID)
+//	                                            (quarantined: kept for inspection, never
+//	                                            deleted by the store), its id stays used
+//	                                            (MaxID)
 //	manifest or blob bad/missing at Latest      reported; fallback to the previous checkpoint
 //	Pebble finds a bad block (its own CRC)      reported as corruption instead of Pebble's
 //	                                            default fatal error; the read fails, so the

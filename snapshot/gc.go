@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -218,6 +219,9 @@ func (s *Store) collectGarbage() {
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if errors.Is(err, ErrClosed) {
+		return // the next Open's sweep finds the same keys
+	}
 	if err != nil {
 		s.logger.Errorf("snapshot: deleting %d unreferenced keys failed, will retry: %v", len(garbage), err)
 		s.mu.garbage = append(s.mu.garbage, garbage...)

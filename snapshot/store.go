@@ -160,14 +160,21 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.mu.pending = make(map[uint64]*Pending)
 	s.mu.refs = make(map[string]int)
 	s.stagingDir = s.fs.PathJoin(dir, "staging")
-	// NB: a commit that crashed leaves its half-written sstable in staging;
-	// it was never ingested, so it is simply removed.
-	if err := s.fs.RemoveAll(s.stagingDir); err != nil {
-		return nil, fmt.Errorf("snapshot: clear %s: %w", s.stagingDir, err)
+	if err := s.openPebble(dir, opts.testPebbleOptions); err != nil {
+		return nil, err
 	}
-	if err := s.fs.MkdirAll(s.stagingDir, 0o755); err != nil {
-		return nil, fmt.Errorf("snapshot: create %s: %w", s.stagingDir, err)
+	if err := s.prepareDirs(dir); err != nil {
+		_ = s.db.Close()
+		return nil, err
 	}
+	if err := s.load(); err != nil {
+		_ = s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) openPebble(dir string, adjust func(*pebble.Options)) error {
 	s.popts = &pebble.Options{FS: s.fs, Logger: pebbleLogger{s.logger}}
 	s.popts.EventListener = &pebble.EventListener{
 		// NB: Pebble's default treats corruption found on a read as fatal.
@@ -177,30 +184,41 @@ func Open(dir string, opts Options) (*Store, error) {
 			s.logger.Errorf("snapshot: pebble found corruption in %s: %v", info.Path, info.Details)
 		},
 	}
-	if opts.testPebbleOptions != nil {
-		opts.testPebbleOptions(s.popts)
+	if adjust != nil {
+		adjust(s.popts)
 	}
 	s.popts.EnsureDefaults()
+	// Pebble takes a lock file: a second store on the same dir fails here,
+	// before it could touch the first one's staging files.
 	db, err := pebble.Open(s.fs.PathJoin(dir, "db"), s.popts)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: open pebble under %s: %w", dir, err)
+		return fmt.Errorf("snapshot: open pebble under %s: %w", dir, err)
 	}
 	s.db = db
+	return nil
+}
+
+// prepareDirs empties the staging dir and makes the directory entries that
+// lead to the store durable.
+func (s *Store) prepareDirs(dir string) error {
+	// NB: a commit that crashed leaves its half-written sstable in staging;
+	// it was never ingested, so it is simply removed.
+	if err := s.fs.RemoveAll(s.stagingDir); err != nil {
+		return fmt.Errorf("snapshot: clear %s: %w", s.stagingDir, err)
+	}
+	if err := s.fs.MkdirAll(s.stagingDir, 0o755); err != nil {
+		return fmt.Errorf("snapshot: create %s: %w", s.stagingDir, err)
+	}
 	// NB: Pebble syncs the entries it creates inside its own directory,
 	// not the directory's entry in the state dir, nor the state dir's in
 	// its parent. Without these syncs a crash soon after the first Open
 	// could lose the whole store, checkpoints included.
 	for _, d := range []string{s.fs.PathDir(dir), dir} {
 		if err := syncDir(s.fs, d); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("snapshot: sync directory %s: %w", d, err)
+			return fmt.Errorf("snapshot: sync directory %s: %w", d, err)
 		}
 	}
-	if err := s.load(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return s, nil
+	return nil
 }
 
 // Close aborts every pending checkpoint and closes Pebble. Complete

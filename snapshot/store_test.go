@@ -665,3 +665,25 @@ func TestLatestDuringCommits(t *testing.T) {
 		t.Fatalf("errors logged: %q", lines)
 	}
 }
+
+// TestSecondOpenFails: a second store on the same state dir is refused
+// (Pebble's lock) without disturbing the first.
+func TestSecondOpenFails(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Logger: newTestLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := s.mustBegin(t, 1)
+	if err := p.PutKeyGroup("count", 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if s2, err := Open(dir, Options{Logger: newTestLogger(t)}); err == nil {
+		s2.Close()
+		t.Fatal("second Open on the same dir succeeded")
+	}
+	if err := p.Commit(testMeta()); err != nil {
+		t.Fatalf("first store after the refused Open: %v", err)
+	}
+}
