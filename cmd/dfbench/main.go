@@ -4,6 +4,9 @@
 //	dfbench ring [--record-bytes 16] [--batch 256] [--records 100000000] [--json]
 //	dfbench run [--pipeline keyed-count] [--records N | --duration D] [--parallelism P]
 //	            [--workers W] [--keys K] [--rate R] [--baseline chan] [--json] [--cpuprofile FILE]
+//	dfbench nexmark [--query q0|q1|q2|q3|q5|q7|q8|q11|all] [--events N] [--rate R] [--parallelism P]
+//	            [--workers W] [--checkpoint-interval D] [--output FILE] [--dump FILE]
+//	            [--baseline chan] [--json] [--cpuprofile FILE]
 package main
 
 import (
