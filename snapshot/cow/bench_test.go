@@ -237,3 +237,22 @@ func BenchmarkUpdateVsGoMap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendKeyGroupDelta writes the delta of one key group of a
+// 1M-key map after 1% of the keys changed (about 78 entries per key group).
+func BenchmarkAppendKeyGroupDelta(b *testing.B) {
+	s := newBenchState(b, 1_000_000)
+	s.cow.Freeze().Release()
+	for _, k := range s.keys[:10_000] {
+		p, _ := s.cow.Upsert(k)
+		*p++
+	}
+	snap := s.cow.Freeze()
+	defer snap.Release()
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		buf, _ = snap.AppendKeyGroupDelta(buf[:0], i&127)
+	}
+	b.SetBytes(int64(len(buf)))
+}

@@ -285,3 +285,36 @@ func TestCorruptDeltas(t *testing.T) {
 		t.Fatalf("good delta: k1 = %d, %d entries", v, m.Len())
 	}
 }
+
+// TestDeltaAfterRestore: the first snapshot after a restore holds, in its
+// delta, only what was written since the restore.
+func TestDeltaAfterRestore(t *testing.T) {
+	src := newCounters(t, 4, keygroups.Range{})
+	fillCounters(t, src, 5000)
+	s := src.Freeze()
+	m := roundTrip(t, s, counterConfig(4, keygroups.Range{}))
+	s.Release()
+	k := uint64(77)
+	if err := m.Put(k, -1); err != nil {
+		t.Fatal(err)
+	}
+	kg := m.KeyGroupOf(keygroups.HashUint64(k))
+	snap := m.Freeze()
+	defer snap.Release()
+	if snap.DeltaBase() != 0 {
+		t.Fatalf("first snapshot's delta base = %d, want 0 (the restored state)", snap.DeltaBase())
+	}
+	for g := range 4 {
+		d, err := snap.AppendKeyGroupDelta(nil, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := minBlobLen + 1 // header + nDel=0 + nPut=0 + crc
+		if g == kg {
+			want += len(entry(k, -1))
+		}
+		if len(d) != want {
+			t.Fatalf("kg %d delta is %d bytes, want %d (only the one write since the restore)", g, len(d), want)
+		}
+	}
+}
