@@ -16,8 +16,10 @@
 // partitioner already computed: GetHashed, UpsertHashed). Upsert returns a
 // pointer to the value, so `*p += 1` is one probe. Deletion shifts the rest
 // of the probe run back, so there are no tombstones. A table grows by
-// doubling when it is 3/4 full. The probe index is the high bits of
-// hash*φ (Fibonacci hashing): the key group already consumed the low bits.
+// doubling when it is 3/4 full (rebuilding that one key group's table at
+// once: a pause proportional to 1/maxP of the state) and never shrinks.
+// The probe index is the high bits of hash*φ (Fibonacci hashing): the key
+// group already consumed the low bits.
 //
 // Prefetch(hashes) reads the home slot of every record of a batch before the
 // batch is processed, so that the batch's cache and TLB misses overlap: at

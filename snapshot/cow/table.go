@@ -75,7 +75,7 @@ type table[K comparable, V any] struct {
 func (t *table[K, V]) capacity() int { return len(t.dir) * pageSlots }
 
 // home is the slot a hash probes first.
-func (t *table[K, V]) home(h uint64) uint64 { return (h * fibMul) >> t.shift }
+func (t *table[K, V]) home(h uint64) uint64 { return (h * fibMul) >> (t.shift & 63) } // NB: & 63 drops Go's shift-overflow check
 
 func (t *table[K, V]) occupied(i uint64) bool {
 	return t.dir[i>>pageShift].occupied(i & pageMask)
