@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -42,9 +43,15 @@ type Config struct {
 	// (window and join); 0: the default the package doc gives.
 	EventStride uint64
 	// Progress, if set, is called about every ProgressInterval from another
-	// goroutine with the number of records produced so far, and once more
-	// when the run ends.
-	Progress func(produced uint64)
+	// goroutine, and once more, with Done set, when the run ends.
+	Progress func(Progress)
+}
+
+// Progress says how far a run has come.
+type Progress struct {
+	Produced uint64        // records the sources produced so far
+	Elapsed  time.Duration // since the run started
+	Done     bool          // the run has ended; no call follows
 }
 
 // ProgressInterval is how often Config.Progress is called.
@@ -118,6 +125,7 @@ type Result struct {
 	SinkRecords   uint64  `json:"sink_records"`    // records the sink received
 	Checksum      uint64  `json:"checksum"`        // sum of the sink records' digests
 	Seconds       float64 `json:"seconds"`         // wall time of the run
+	CPUSeconds    float64 `json:"cpu_seconds"`     // user+system CPU time of the process during the run
 	RecordsPerSec float64 `json:"records_per_sec"` // Records / Seconds
 	Latency       Latency `json:"latency_us"`      // sampled source-to-sink latency
 }
@@ -168,9 +176,11 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 		defer cancel()
 	}
 	stop := startProgress(c.Progress, produced)
+	cpu0 := cpuTime()
 	start := time.Now()
 	err := r(runCtx, c, produced, sinks)
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	stop()
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
@@ -178,7 +188,8 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	if err != nil && !(c.Duration > 0 && errors.Is(err, context.DeadlineExceeded)) {
 		return Result{}, fmt.Errorf("%s %s: %w", engine, c.Pipeline, err)
 	}
-	res := Result{Engine: engine, Pipeline: c.Pipeline, Records: produced.sum(), Seconds: elapsed.Seconds()}
+	res := Result{Engine: engine, Pipeline: c.Pipeline, Records: produced.sum(), Seconds: elapsed.Seconds(),
+		CPUSeconds: cpu.Seconds()}
 	var hist Histogram
 	res.SinkRecords, res.Checksum = sinks.total(&hist)
 	res.Latency = latencyOf(&hist)
@@ -186,11 +197,24 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	return res, nil
 }
 
+// cpuTime returns the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // startProgress calls report every ProgressInterval until the returned
 // function is called, which reports once more.
-func startProgress(report func(uint64), produced *counters) (stop func()) {
+func startProgress(report func(Progress), produced *counters) (stop func()) {
 	if report == nil {
 		return func() {}
+	}
+	start := time.Now()
+	now := func(done bool) Progress {
+		return Progress{Produced: produced.sum(), Elapsed: time.Since(start), Done: done}
 	}
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -202,13 +226,13 @@ func startProgress(report func(uint64), produced *counters) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				report(produced.sum())
+				report(now(false))
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		<-exited
-		report(produced.sum())
+		report(now(true))
 	}
 }

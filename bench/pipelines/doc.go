@@ -63,6 +63,11 @@
 // sink, which is bounded by their capacities. Event-time windows do not
 // fire on cancellation.
 //
+// CPUSeconds is the CPU time the whole process used during the run (user
+// and system, from getrusage): on a machine shared with other work, records
+// per CPU second is steadier than records per second. ringflow's idle
+// workers spin before they park, which counts.
+//
 // Latency is sampled: about one record in 1024 carries the wall clock of its
 // generation in SrcNanos, and the sink records now - SrcNanos in a
 // log-bucketed Histogram (relative error under 1.6%). Keyed counts carry the
@@ -89,9 +94,12 @@
 //
 // # ringflow
 //
-// The ringflow versions use only the public API: Generate (wrapped to count
-// what it produced), SourceWithEventTime, Map, Filter, KeyBy, Reduce,
-// Window with an AggregateFunc, WindowJoin and Sink. ringflow's Sink calls
+// The ringflow versions use only the public API: a Source (the same
+// generator as the baseline's, as an operator.Source and operator.Pacer),
+// SourceWithEventTime, Map, Filter, KeyBy, Reduce, Window with an
+// AggregateFunc, WindowJoin and Sink. (ringflow.Generate would do, but it
+// calls its function once per record, which costs more than generating
+// the record; see BenchmarkGenerateRead.) ringflow's Sink calls
 // one shared function for every subtask, so the sink spreads its counters
 // over lanes that no two subtasks share: on forward pipelines the lane is
 // the source subtask (Seq mod P); after a keyed operator it is the key's

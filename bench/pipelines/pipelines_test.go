@@ -140,7 +140,14 @@ func TestDuration(t *testing.T) {
 		c := Config{Pipeline: "keyed-count", Duration: 200 * time.Millisecond, Parallelism: 2, Workers: 2,
 			Keys: 1000, Rate: 200_000}
 		var calls int
-		c.Progress = func(uint64) { calls++ }
+		var last Progress
+		c.Progress = func(p Progress) {
+			if p.Produced < last.Produced || p.Elapsed < last.Elapsed || last.Done {
+				t.Errorf("progress %+v after %+v", p, last)
+			}
+			calls++
+			last = p
+		}
 		res, err := run(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -148,8 +155,9 @@ func TestDuration(t *testing.T) {
 		if res.Records == 0 || res.SinkRecords > res.Records {
 			t.Errorf("%s: produced %d, sink saw %d", res.Engine, res.Records, res.SinkRecords)
 		}
-		if calls == 0 {
-			t.Errorf("%s: Progress never called", res.Engine)
+		if calls < 2 || !last.Done || last.Produced != res.Records {
+			t.Errorf("%s: %d progress calls, the last %+v; want at least 2, the last Done with %d records",
+				res.Engine, calls, last, res.Records)
 		}
 		t.Logf("%s: %d records in %.3fs, p99 %.1fµs", res.Engine, res.Records, res.Seconds, res.Latency.P99)
 	}
@@ -161,7 +169,7 @@ func TestCancel(t *testing.T) {
 	for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
 		ctx, cancel := context.WithCancel(context.Background())
 		c := Config{Pipeline: "map-filter", Duration: time.Hour, Parallelism: 2, Workers: 2,
-			Progress: func(uint64) { cancel() }}
+			Progress: func(Progress) { cancel() }}
 		if _, err := run(ctx, c); !errors.Is(err, context.Canceled) {
 			t.Errorf("got %v, want context.Canceled", err)
 		}

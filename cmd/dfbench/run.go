@@ -39,13 +39,14 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	f.cfg.Progress = progressBar(stderr, f.cfg)
+	f.cfg.Progress = progressBar(stderr, f.cfg, "ringflow")
 	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile)
 	if err != nil {
 		return err
 	}
 	var base *pipelines.Result
 	if f.baseline == "chan" {
+		f.cfg.Progress = progressBar(stderr, f.cfg, "chan")
 		b, err := pipelines.RunBaseline(ctx, f.cfg)
 		if err != nil {
 			return err
@@ -179,20 +180,22 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %d keys, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, c.Keys, pace)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "engine\trecords/s\trecords\tsink records\tseconds\tp50 µs\tp99 µs\tp999 µs\tsamples\t")
+	fmt.Fprintln(tw, "engine\trecords/s\trecords\tsink records\tseconds\tcpu s\trecords/cpu s\tp50 µs\tp99 µs\tp999 µs\tsamples\t")
 	for _, r := range []*pipelines.Result{&e, base} {
 		if r == nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.2fM\t%d\t%d\t%.2f\t%.1f\t%.1f\t%.1f\t%d\t\n", r.Engine, r.RecordsPerSec/1e6,
-			r.Records, r.SinkRecords, r.Seconds, r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Samples)
+		fmt.Fprintf(tw, "%s\t%.2fM\t%d\t%d\t%.2f\t%.2f\t%.2fM\t%.1f\t%.1f\t%.1f\t%d\t\n", r.Engine,
+			r.RecordsPerSec/1e6, r.Records, r.SinkRecords, r.Seconds, r.CPUSeconds, float64(r.Records)/r.CPUSeconds/1e6,
+			r.Latency.P50, r.Latency.P99, r.Latency.P999, r.Latency.Samples)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	if base != nil {
-		fmt.Fprintf(w, "ringflow ÷ chan: %.2f× throughput\n", e.RecordsPerSec/base.RecordsPerSec)
+		fmt.Fprintf(w, "ringflow ÷ chan: %.2f× throughput, %.2f× records per CPU second\n",
+			e.RecordsPerSec/base.RecordsPerSec, (float64(e.Records)/e.CPUSeconds)/(float64(base.Records)/base.CPUSeconds))
 		if c.Records > 0 {
 			same := "identical"
 			if base.SinkRecords != e.SinkRecords || base.Checksum != e.Checksum {
@@ -205,9 +208,9 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	return err
 }
 
-// progressBar returns a Progress function drawing a bar on stderr, or nil
-// if stderr is not a terminal.
-func progressBar(stderr io.Writer, c pipelines.Config) func(uint64) {
+// progressBar returns a Progress function drawing a bar labelled with the
+// engine on stderr, or nil if stderr is not a terminal.
+func progressBar(stderr io.Writer, c pipelines.Config, engine string) func(pipelines.Progress) {
 	f, ok := stderr.(*os.File)
 	if !ok {
 		return nil
@@ -215,23 +218,21 @@ func progressBar(stderr io.Writer, c pipelines.Config) func(uint64) {
 	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
 		return nil
 	}
-	var start time.Time
-	return func(produced uint64) {
-		if start.IsZero() {
-			start = time.Now()
-		}
-		done := 0.0
-		if c.Records > 0 {
-			done = float64(produced) / float64(c.Records)
-		} else {
-			done = time.Since(start).Seconds() / c.Duration.Seconds()
-		}
-		const width = 30
-		n := int(min(max(done, 0), 1) * width)
-		fmt.Fprintf(f, "\r\033[K[%s%s] %3.0f%% %.1fM records", strings.Repeat("#", n),
-			strings.Repeat(".", width-n), min(done, 1)*100, float64(produced)/1e6)
-		if c.Records > 0 && produced >= c.Records {
+	return func(p pipelines.Progress) {
+		if p.Done {
 			fmt.Fprint(f, "\r\033[K")
+			return
 		}
+		var done float64
+		if c.Records > 0 {
+			done = float64(p.Produced) / float64(c.Records)
+		} else {
+			done = p.Elapsed.Seconds() / c.Duration.Seconds()
+		}
+		done = min(max(done, 0), 1)
+		const width = 30
+		n := int(done * width)
+		fmt.Fprintf(f, "\r\033[K%-8s [%s%s] %3.0f%% %.1fM records", engine, strings.Repeat("#", n),
+			strings.Repeat(".", width-n), done*100, float64(p.Produced)/1e6)
 	}
 }
