@@ -227,13 +227,6 @@ func (keyCount) Add(acc [2]uint64, e event) [2]uint64 { return [2]uint64{e.Key, 
 func (keyCount) Result(acc [2]uint64) [2]uint64       { return acc }
 func (keyCount) Merge(a, b [2]uint64) [2]uint64       { return [2]uint64{a[0], a[1] + b[1]} }
 
-type countAgg struct{}
-
-func (countAgg) Create() int64                { return 0 }
-func (countAgg) Add(acc int64, _ event) int64 { return acc + 1 }
-func (countAgg) Result(acc int64) int64       { return acc }
-func (countAgg) Merge(a, b int64) int64       { return a + b }
-
 type valueSum struct{}
 
 func (valueSum) Create() int64                { return 0 }
@@ -621,4 +614,22 @@ func TestStringRecords(t *testing.T) {
 		want = append(want, fmt.Sprintf("%s %d %v", v.Name, v.N, v.Tags))
 	}
 	diffRows(t, c.sorted(), sortedCopy(want))
+}
+
+// TestGenerateSplits checks that a bounded generator's subtasks together
+// produce each sequence number once, also when some subtasks get none.
+func TestGenerateSplits(t *testing.T) {
+	for _, count := range []int{1, 2, 3, 7} {
+		job := ringflow.NewJob(ringflow.Config{Parallelism: 4, Workers: 2})
+		s := ringflow.Source(job, "gen", ringflow.Generate(func(seq uint64) int64 { return int64(seq) },
+			ringflow.GenOptions{Count: uint64(count)}))
+		var c collect
+		ringflow.Sink(s, "sink", sinkTo(&c, func(v int64) string { return fmt.Sprintf("%03d", v) }))
+		run(t, job)
+		var want []string
+		for i := range count {
+			want = append(want, fmt.Sprintf("%03d", i))
+		}
+		diffRows(t, c.sorted(), want)
+	}
 }

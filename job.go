@@ -3,6 +3,9 @@ package ringflow
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringflow/ringflow/keygroups"
@@ -33,6 +36,11 @@ type Config struct {
 	MaxBatchDelay time.Duration
 	// NoPin leaves worker threads unpinned.
 	NoPin bool
+	// Checkpoint configures checkpoints; they are off unless
+	// Checkpoint.Interval is positive.
+	Checkpoint CheckpointConfig
+	// Restart says what to do when a task fails; by default the job fails.
+	Restart RestartStrategy
 }
 
 func (c Config) withDefaults() Config {
@@ -54,6 +62,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchDelay == 0 {
 		c.MaxBatchDelay = time.Millisecond
 	}
+	c.Checkpoint = c.Checkpoint.withDefaults()
 	return c
 }
 
@@ -70,7 +79,10 @@ func (c Config) validate() error {
 	if c.BatchSize < 1 || c.FrameBytes < 64 {
 		return fmt.Errorf("ringflow: batch size %d and frame bytes %d: need at least 1 and 64", c.BatchSize, c.FrameBytes)
 	}
-	return nil
+	if c.Restart.Attempts < 0 || c.Restart.Delay < 0 {
+		return fmt.Errorf("ringflow: restart strategy %+v: attempts and delay must not be negative", c.Restart)
+	}
+	return c.Checkpoint.validate()
 }
 
 // Job is a dataflow graph under construction, then running. Build it with
@@ -82,12 +94,38 @@ type Job struct {
 	errs  []error // construction errors, reported by Run
 	ran   bool
 
-	metrics map[string]*operator.Metrics
+	metrics  map[string]*operator.Metrics
+	byName   map[string]*node
+	restarts atomic.Int64
+	restored atomic.Uint64 // checkpoint the latest attempt started from
+
+	statsMu     sync.Mutex
+	checkpoints []CheckpointStats
+}
+
+// Restarts returns how often the job restarted after a failure.
+func (j *Job) Restarts() int { return int(j.restarts.Load()) }
+
+// RestoredFrom returns the checkpoint the latest run or restart restored,
+// or 0 if it started afresh.
+func (j *Job) RestoredFrom() uint64 { return j.restored.Load() }
+
+// parallelismOf returns the parallelism of the operator a store operator
+// id ("op" or "op/state") belongs to.
+func (j *Job) parallelismOf(id string) int {
+	if i := strings.IndexByte(id, '/'); i >= 0 {
+		id = id[:i]
+	}
+	if n := j.byName[id]; n != nil {
+		return n.parallelism
+	}
+	return 0
 }
 
 // NewJob returns an empty job.
 func NewJob(cfg Config) *Job {
-	return &Job{cfg: cfg.withDefaults(), names: map[string]bool{}, metrics: map[string]*operator.Metrics{}}
+	return &Job{cfg: cfg.withDefaults(), names: map[string]bool{}, metrics: map[string]*operator.Metrics{},
+		byName: map[string]*node{}}
 }
 
 // node is one operator of the graph.
@@ -158,8 +196,11 @@ func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, 
 		j.errs = append(j.errs, fmt.Errorf("operator #%d has no name", n.id))
 	case j.names[name]:
 		j.errs = append(j.errs, fmt.Errorf("operator name %q is used twice", name))
+	case strings.ContainsAny(name, "/\x00"):
+		j.errs = append(j.errs, fmt.Errorf("operator name %q: may not contain '/' or NUL", name))
 	}
 	j.names[name] = true
+	j.byName[name] = n
 	for port, srcs := range ports {
 		for _, s := range srcs {
 			e := &edge{from: s.node, to: n, port: port, part: s.part, keyHash: s.keyHash}

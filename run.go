@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"time"
 
+	"github.com/ringflow/ringflow/align"
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
+	"github.com/ringflow/ringflow/snapshot"
 )
 
 // Run checks the job graph, starts it, and waits until every sink has seen
@@ -16,6 +20,12 @@ import (
 // operator fails. It returns nil, ctx.Err(), or the failure, which names the
 // operator and subtask (an *operator.Error). Every worker has exited when
 // Run returns.
+//
+// With checkpoints on, a job whose state dir holds a complete checkpoint
+// resumes from it; a failed task makes the job restore the latest complete
+// checkpoint in place, as often as the restart strategy allows; and a
+// bounded job takes a final checkpoint at the end of its input, so that all
+// its output is committed before Run returns.
 func (j *Job) Run(ctx context.Context) error {
 	if j.ran {
 		return errors.New("ringflow: Run called twice on one job")
@@ -27,13 +37,76 @@ func (j *Job) Run(ctx context.Context) error {
 	if err := j.validate(); err != nil {
 		return err
 	}
-	p, err := j.plan()
+	var store *snapshot.Store
+	if ck := j.cfg.Checkpoint; ck.enabled() {
+		opts := ck.storeOptions
+		opts.Retained = ck.Retained
+		if opts.Logger == nil {
+			opts.Logger = quietLogger{}
+		}
+		s, err := snapshot.Open(ck.StateDir, opts)
+		if err != nil {
+			return fmt.Errorf("ringflow: open checkpoint store: %w", err)
+		}
+		defer s.Close()
+		store = s
+	}
+	for attempt := 0; ; attempt++ {
+		err := j.attempt(ctx, store)
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrGraph) || store == nil ||
+			attempt >= j.cfg.Restart.Attempts {
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		j.restarts.Add(1)
+		select {
+		case <-time.After(j.cfg.Restart.Delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// attempt runs the job once, from the latest complete checkpoint if there
+// is one.
+func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
+	p, err := j.plan(store != nil)
 	if err != nil {
 		return err
 	}
 	defer p.close()
+	var cp *snapshot.Checkpoint
+	if store != nil {
+		if cp, err = p.latest(store); err != nil {
+			return err
+		}
+	}
+	if cp != nil {
+		if err := p.restorePositions(cp); err != nil {
+			return err
+		}
+		j.restored.Store(cp.ID())
+		for _, skipped := range cp.Skipped {
+			log.Printf("ringflow: restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
+		}
+	}
 	if err := p.open(); err != nil {
 		return err
+	}
+	if cp != nil {
+		if err := p.restoreState(cp); err != nil {
+			return err
+		}
+	}
+	if store != nil {
+		coord := newCoordinator(j, store, p.tasks, p.pool.Fail)
+		for _, t := range p.tasks {
+			t.Checkpoints.Coord = coord
+		}
+		coord.start()
+		defer coord.stop()
 	}
 	runErr := p.pool.Run(ctx)
 	closeErr := p.closeTasks()
@@ -62,7 +135,7 @@ type taskKey struct {
 	i int
 }
 
-func (j *Job) plan() (*physical, error) {
+func (j *Job) plan(checkpoints bool) (*physical, error) {
 	chains := j.chains()
 	for _, c := range chains {
 		for _, e := range c.head().inputs {
@@ -100,6 +173,9 @@ func (j *Job) plan() (*physical, error) {
 	for _, c := range chains {
 		for i := range c.head().parallelism {
 			t, err := p.buildTask(c, i, rings)
+			if err == nil && checkpoints {
+				err = p.checkpointing(t, workerOf[taskKey{c, i}])
+			}
 			if err != nil {
 				p.close()
 				return nil, err
@@ -186,7 +262,8 @@ func (p *physical) context(n *node, i int) (*operator.Context, error) {
 	}
 	return &operator.Context{Operator: n.name, Subtask: i, Parallelism: n.parallelism,
 		MaxParallelism: p.job.cfg.MaxParallelism, KeyGroups: kgs, Timed: timed,
-		Metrics: p.job.metrics[n.name]}, nil
+		Checkpoints: p.job.cfg.Checkpoint.enabled(),
+		Metrics:     p.job.metrics[n.name]}, nil
 }
 
 func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, *gateOps, error) {
@@ -258,4 +335,91 @@ func (p *physical) close() {
 	for _, r := range p.rings {
 		r.Close()
 	}
+}
+
+// checkpointing connects task t to checkpoints: a mailbox for the
+// coordinator, and an aligner for tasks with inputs.
+func (p *physical) checkpointing(t *operator.Task, w *sched.Worker) error {
+	ck := p.job.cfg.Checkpoint
+	t.Checkpoints = &operator.Checkpoints{Waker: w}
+	if len(t.Inputs) == 0 {
+		return nil
+	}
+	mode := align.ExactlyOnce
+	if ck.Mode == AtLeastOnce {
+		mode = align.AtLeastOnce
+	}
+	a, err := align.New(align.Config{Channels: len(t.Inputs), Mode: mode,
+		AlignmentTimeout: ck.alignTimeout(), MaxConcurrent: ck.MaxConcurrent})
+	if err != nil {
+		return fmt.Errorf("ringflow: task %s: %w", t.Name, err)
+	}
+	t.Checkpoints.Aligner = a
+	return nil
+}
+
+// latest returns the checkpoint to restore, or nil if there is none; it
+// reports the newer checkpoints it had to pass over.
+func (p *physical) latest(store *snapshot.Store) (*snapshot.Checkpoint, error) {
+	cp, err := store.Latest()
+	if errors.Is(err, snapshot.ErrNoCheckpoint) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ringflow: find the latest checkpoint: %w", err)
+	}
+	if m := cp.Meta().MaxParallelism; m != p.job.cfg.MaxParallelism {
+		return nil, fmt.Errorf("ringflow: checkpoint %d was taken with max parallelism %d; the job has %d",
+			cp.ID(), m, p.job.cfg.MaxParallelism)
+	}
+	return cp, nil
+}
+
+// restorePositions rewinds every source to its position in cp.
+func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
+	meta := cp.Meta()
+	for _, t := range p.tasks {
+		if t.Source == nil {
+			continue
+		}
+		op := t.Ctx.Operator
+		if was, ok := meta.Parallelism[op]; ok && was != t.Ctx.Parallelism {
+			return fmt.Errorf("ringflow: restore checkpoint %d: source %q had parallelism %d, now %d; sources cannot be rescaled",
+				cp.ID(), op, was, t.Ctx.Parallelism)
+		}
+		if pos, ok := cp.SourcePosition(op, t.Ctx.Subtask); ok {
+			t.Source.Restore(append([]byte(nil), pos...))
+		}
+	}
+	return nil
+}
+
+// restoreState loads every stateful operator's state from cp: the key
+// groups each instance owns now, so a different parallelism redistributes
+// them.
+func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
+	for _, t := range p.tasks {
+		for i, op := range t.Ops {
+			c, ok := op.(operator.Checkpointed)
+			if !ok {
+				continue
+			}
+			ctx := t.Ctxs[i]
+			if err := c.RestoreState(stateReader{cp: cp, op: ctx.Operator}); err != nil {
+				return fmt.Errorf("ringflow: restore checkpoint %d: operator %q subtask %d: %w",
+					cp.ID(), ctx.Operator, ctx.Subtask, err)
+			}
+		}
+	}
+	return nil
+}
+
+// quietLogger drops the store's informational lines and logs its errors
+// (corruption found, checkpoints passed over).
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	log.Printf("ringflow: checkpoint store: "+format, args...)
 }

@@ -41,7 +41,8 @@ type generator[T any] struct {
 	sub     uint64
 	par     uint64
 	emitted uint64 // records this subtask has generated
-	limit   uint64 // records this subtask generates in all; 0: no end
+	limit   uint64 // records this subtask generates in all, if bounded
+	bounded bool
 	start   time.Time
 	base    uint64  // emitted when pacing started
 	rate    float64 // per subtask
@@ -57,7 +58,7 @@ func (g *generator[T]) Open(subtask, parallelism int, pos []byte) error {
 	}
 	if g.opts.Count > 0 {
 		// Sequence numbers below Count that are ≡ subtask (mod p).
-		g.limit = (g.opts.Count + g.par - 1 - g.sub) / g.par
+		g.limit, g.bounded = (g.opts.Count+g.par-1-g.sub)/g.par, true
 	}
 	g.rate = g.opts.Rate / float64(parallelism)
 	g.start, g.base = time.Now(), g.emitted
@@ -66,7 +67,7 @@ func (g *generator[T]) Open(subtask, parallelism int, pos []byte) error {
 
 func (g *generator[T]) Read(buf []T) (int, error) {
 	n := uint64(len(buf))
-	if g.limit > 0 {
+	if g.bounded {
 		if g.emitted >= g.limit {
 			return 0, io.EOF
 		}

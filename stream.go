@@ -276,7 +276,7 @@ type typeInfo struct {
 type gateOps struct {
 	op    operator.Operator
 	ports []operator.Port
-	idle  operator.IdleMarker
+	idle  operator.OutputGate
 }
 
 func typeOf[T any](j *Job, n *node, custom any) *typeInfo {

@@ -146,7 +146,9 @@ func (a *Aggregate[K, T, A, O]) Open(ctx *Context) error {
 }
 
 // SnapshotState implements Checkpointed.
-func (a *Aggregate[K, T, A, O]) SnapshotState(id uint64) (StateSnapshot, error) { return a.table.freeze(id) }
+func (a *Aggregate[K, T, A, O]) SnapshotState(id uint64) (StateSnapshot, error) {
+	return a.table.freeze(id)
+}
 
 // RestoreState implements Checkpointed.
 func (a *Aggregate[K, T, A, O]) RestoreState(sr StateReader) error { return a.table.restore(sr) }

@@ -65,6 +65,8 @@ type Context struct {
 	KeyGroups keygroups.Range
 	// Timed says whether the operator's input carries event time.
 	Timed bool
+	// Checkpoints says whether the job takes checkpoints.
+	Checkpoints bool
 	// Metrics of this instance.
 	Metrics *Metrics
 }

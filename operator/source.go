@@ -58,6 +58,8 @@ type SourceDriver interface {
 	NextReady() time.Time
 	// Position returns the source's position (see Source).
 	Position() []byte
+	// Restore sets the position Open resumes from.
+	Restore(pos []byte)
 }
 
 // SourceRunner drives a Source of T records.
@@ -148,6 +150,9 @@ func (s *SourceRunner[T]) NextReady() time.Time {
 
 // Position implements SourceDriver.
 func (s *SourceRunner[T]) Position() []byte { return s.src.Position() }
+
+// Restore implements SourceDriver.
+func (s *SourceRunner[T]) Restore(pos []byte) { s.pos = pos }
 
 // Close implements Operator.
 func (s *SourceRunner[T]) Close() error { return s.src.Close() }

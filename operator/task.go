@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/ringflow/ringflow/align"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
 )
@@ -14,16 +15,19 @@ import (
 // operators chained to it, or input channels feeding the chain's head. It
 // implements sched.Task.
 type Task struct {
-	Name    string
-	Ctx     *Context   // context of the chain's head, for errors of the task itself
-	Ops     []Operator // the chain after the source (all of it for input tasks), a gate last if output crosses rings
-	Ctxs    []*Context // the context of each of Ops
-	Source  SourceDriver
-	Inputs  []*Channel
-	Ports   []Port     // the gate's output rings
-	Gate    IdleMarker // the gate, to mark outputs idle; nil if none
-	Opts    TaskOptions
-	tickers []Ticker
+	Name   string
+	Ctx    *Context   // context of the chain's head, for errors of the task itself
+	Ops    []Operator // the chain after the source (all of it for input tasks), a gate last if output crosses rings
+	Ctxs   []*Context // the context of each of Ops
+	Source SourceDriver
+	Inputs []*Channel
+	Ports  []Port     // the gate's output rings
+	Gate   OutputGate // the gate; nil if the chain ends in a sink
+	Opts   TaskOptions
+	// Checkpoints connects the task to the checkpoint coordinator; nil when
+	// checkpoints are off.
+	Checkpoints *Checkpoints
+	tickers     []Ticker
 
 	wm        int64 // watermark last passed down the chain
 	idle      bool  // outputs marked idle
@@ -33,14 +37,18 @@ type Task struct {
 	finishing bool // END passed down the chain; waiting for the frames to drain
 	dirtyAt   time.Time
 	sourceDue time.Time
+	steps     int64
 }
 
 // SourcePoll is how often a source that has nothing to read, and does not
 // say when it will, is asked again.
 const SourcePoll = time.Millisecond
 
-// IdleMarker is the part of a gate a task uses to mark its output idle.
-type IdleMarker interface{ Idle(wm int64) }
+// OutputGate is the part of a gate a task drives directly.
+type OutputGate interface {
+	Idle(wm int64)
+	Barrier(b ring.Barrier)
+}
 
 // TaskOptions tune a task's batching.
 type TaskOptions struct {
@@ -92,11 +100,20 @@ func (t *Task) Close() error {
 // Step implements sched.Task.
 func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 	defer t.recover(&err)
+	t.steps++
+	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
+		if err := t.handleMail(now); err != nil {
+			return sched.Idle, err
+		}
+	}
 	if !t.drain() {
 		return sched.Idle, nil
 	}
 	if t.finishing {
 		t.flushAll()
+		if t.Checkpoints != nil && !t.Checkpoints.finalDone {
+			return sched.Idle, nil // the final checkpoint commits the output
+		}
 		return sched.Done, nil
 	}
 	for _, tk := range t.tickers {
@@ -146,6 +163,9 @@ func (t *Task) room() bool {
 }
 
 func (t *Task) stepSource(now time.Time) (sched.Status, error) {
+	if t.Checkpoints != nil && t.Checkpoints.srcDone {
+		return sched.Idle, nil // waiting for the final checkpoint's trigger
+	}
 	if !t.sourceDue.IsZero() && now.Before(t.sourceDue) {
 		return sched.Idle, nil
 	}
@@ -161,6 +181,14 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 	wm, idle := t.Source.EventTime(now)
 	t.advance(wm, idle)
 	if errors.Is(err, io.EOF) {
+		if c := t.Checkpoints; c != nil {
+			// Output ends only after the final checkpoint, so that
+			// everything emitted is committed.
+			c.srcDone = true
+			t.flushAll()
+			c.Coord.SourceFinished(t)
+			return sched.Progress, nil
+		}
 		t.finish()
 		return sched.Progress, nil
 	}
@@ -250,14 +278,21 @@ func (t *Task) handle(c *Channel, f ring.Frame, now time.Time) error {
 	case ring.FrameEnd:
 		c.ended = true
 		t.live--
-		if t.live == 0 {
-			t.finish()
-		} else {
+		if t.live > 0 {
 			t.combineWatermarks()
 		}
+		if t.Checkpoints != nil {
+			return t.step(align.Input{Type: align.InputEnd, Channel: c.Index, NowNs: now.UnixNano()}, now)
+		}
+		if t.live == 0 {
+			t.finish()
+		}
 	case ring.FrameBarrier:
-		return fmt.Errorf("input channel %d: checkpoint barrier %d, but checkpoints are not enabled",
-			c.Index, f.Barrier().ID)
+		if t.Checkpoints == nil {
+			return fmt.Errorf("input channel %d: checkpoint barrier %d, but checkpoints are not enabled",
+				c.Index, f.Barrier().ID)
+		}
+		return t.onBarrier(c, f.Barrier(), now)
 	}
 	return nil
 }
@@ -298,6 +333,9 @@ func (t *Task) advance(wm int64, idle bool) {
 
 // finish ends the chain: every window and timer fires, then END goes out.
 func (t *Task) finish() {
+	if t.finishing {
+		return
+	}
 	t.advance(MaxWatermark, false)
 	for _, op := range t.Ops {
 		op.End()
@@ -334,6 +372,11 @@ func (t *Task) publish(now time.Time) {
 
 // PrepareToPark implements sched.Task.
 func (t *Task) PrepareToPark() bool {
+	// NB: the worker clears its doorbell before asking; a message posted
+	// before that is seen here, one posted after rings the doorbell again.
+	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
+		return false
+	}
 	for i, p := range t.Ports {
 		if !p.Room() {
 			// Blocked on output: wait for room, not for input.
@@ -344,7 +387,7 @@ func (t *Task) PrepareToPark() bool {
 		}
 	}
 	if t.Source != nil || t.finishing {
-		return true
+		return true // waits for a deadline or for the coordinator's mail
 	}
 	for i, c := range t.Inputs {
 		if c.ended || c.blocked {
@@ -380,6 +423,13 @@ func (t *Task) Unpark() {
 // Deadline implements sched.Task.
 func (t *Task) Deadline() time.Time {
 	d := t.sourceDue
+	if c := t.Checkpoints; c != nil && c.Aligner != nil {
+		if ns, ok := c.Aligner.Deadline(); ok {
+			if ad := time.Unix(0, ns); d.IsZero() || ad.Before(d) {
+				d = ad
+			}
+		}
+	}
 	for _, tk := range t.tickers {
 		if td := tk.Deadline(); !td.IsZero() && (d.IsZero() || td.Before(d)) {
 			d = td

@@ -107,6 +107,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	return p.mu.err
 }
 
+// Fail stops the pool; Run returns err (the first one wins).
+func (p *Pool) Fail(err error) { p.fail(err) }
+
 // fail records err (the first one wins) and stops every worker.
 func (p *Pool) fail(err error) {
 	p.mu.Lock()

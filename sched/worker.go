@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -133,9 +135,22 @@ func (w *Worker) park(live []Task) {
 	}
 	if wait >= 0 && !w.pool.stopped.Load() {
 		w.parks.Add(1)
+		if debugStall > 0 && (wait == 0 || wait > debugStall) {
+			wait = debugStall
+		}
+		start := time.Now()
 		futex.Wait((*uint32)(unsafe.Pointer(&w.bell)), 0, wait)
+		if debugStall > 0 && time.Since(start) >= debugStall {
+			for _, t := range live {
+				fmt.Fprintf(os.Stderr, "sched: worker %d parked %v: %v\n", w.id, debugStall, t)
+			}
+		}
 	}
 	for _, t := range live {
 		t.Unpark()
 	}
 }
+
+// debugStall, set from RINGFLOW_DEBUG_STALL (a duration), makes a worker
+// that sleeps that long describe its tasks on stderr.
+var debugStall, _ = time.ParseDuration(os.Getenv("RINGFLOW_DEBUG_STALL"))

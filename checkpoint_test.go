@@ -1,0 +1,180 @@
+package ringflow_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/operator"
+)
+
+// readParts returns the lines of every committed part file in dir, sorted.
+func readParts(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "part-") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+func checkpointed(dir string, interval time.Duration) ringflow.CheckpointConfig {
+	return ringflow.CheckpointConfig{Interval: interval, StateDir: filepath.Join(dir, "state")}
+}
+
+// TestCheckpointedFileSink runs a bounded keyed job with checkpoints and a
+// transactional file sink: the committed output is the full result, and
+// the final checkpoint completed.
+func TestCheckpointedFileSink(t *testing.T) {
+	dir := t.TempDir()
+	evs := makeEvents(testSeed(t), 50_000, 300, 0)
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 64,
+		Checkpoint: checkpointed(dir, 5*time.Millisecond)})
+	s := ringflow.Source(job, "src", ringflow.FromSlice(evs))
+	k := ringflow.KeyBy(s, func(e event) uint64 { return e.Key })
+	counts := ringflow.Aggregate(k, "count", keyCount{})
+	lines := ringflow.Map(counts, "fmt", func(kc [2]uint64) string { return fmt.Sprintf("%d:%d", kc[0], kc[1]) })
+	ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	run(t, job)
+	var want []string
+	n := map[uint64]uint64{}
+	for _, e := range evs {
+		n[e.Key]++
+		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
+	}
+	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+	cps := job.Checkpoints()
+	if len(cps) == 0 || !cps[len(cps)-1].Final || cps[len(cps)-1].Status != "completed" {
+		t.Fatalf("checkpoints %+v: want the last to be a completed final one", cps)
+	}
+	t.Logf("%d checkpoints", len(cps))
+}
+
+// seqCheck is the keyed check of the sequence test: each key's records
+// must come with sequence numbers 0, 1, 2, ... exactly; a gap or a repeat
+// fails the job.
+type seqCheck struct {
+	last *operator.ValueState[uint64, uint64]
+}
+
+func (p *seqCheck) Open(s *operator.KeyedScope[uint64]) error {
+	p.last = operator.NewValueState[uint64, uint64](s)
+	return nil
+}
+
+func (p *seqCheck) Process(ctx *operator.KeyedContext[uint64], e event, out *operator.Collector[string]) {
+	last, ok := p.last.Value()
+	want := uint64(0)
+	if ok {
+		want = last + 1
+	}
+	if e.Seq != want {
+		panic(fmt.Sprintf("key %d: sequence number %d, want %d (lost or duplicated)", ctx.Key(), e.Seq, want))
+	}
+	p.last.Update(e.Seq)
+	out.Emit(fmt.Sprintf("%d:%d", ctx.Key(), e.Seq))
+}
+
+func (p *seqCheck) OnTimer(*operator.KeyedContext[uint64], int64, operator.TimeDomain, *operator.Collector[string]) {
+}
+
+// sequenceJob is the sequence test's job: per-key sequence numbers, a
+// failing map, a shuffle, the keyed check, and a transactional file sink.
+func sequenceJob(dir string, keys, perKey uint64, par int, mode ringflow.CheckpointMode,
+	failAt []int64, failures *atomic.Int64, seen *atomic.Int64) *ringflow.Job {
+	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
+		FrameBytes: 2 << 10,
+		Checkpoint: ringflow.CheckpointConfig{Interval: 2 * time.Millisecond, StateDir: filepath.Join(dir, "state"), Mode: mode},
+		Restart:    ringflow.RestartStrategy{Attempts: len(failAt)}})
+	src := ringflow.Source(job, "seq", ringflow.Generate(func(i uint64) event {
+		return event{Key: i % keys, Seq: i / keys}
+	}, ringflow.GenOptions{Count: keys * perKey}))
+	failing := ringflow.Map(src, "failing", func(e event) event {
+		n := seen.Add(1)
+		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && failures.CompareAndSwap(f, f+1) {
+			panic(fmt.Sprintf("injected failure %d at record %d", f+1, n))
+		}
+		return e
+	})
+	checked := ringflow.Process(ringflow.KeyBy(failing, func(e event) uint64 { return e.Key }), "check",
+		func() ringflow.ProcessFunc[uint64, event, string] { return &seqCheck{} })
+	ringflow.TxnSink(ringflow.Rebalance(checked), "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	return job
+}
+
+// TestSequenceWithFailures is the sequence test in the style of Flink's
+// allround test: failures injected at seeded random points; afterwards the
+// committed output holds every (key, seq) exactly once, the keyed check saw
+// no gap or repeat, and the job restored once per failure.
+func TestSequenceWithFailures(t *testing.T) {
+	seeds := 6
+	if testing.Short() {
+		seeds = 2
+	}
+	base := testSeed(t)
+	restoredSome := false
+	defer func() {
+		if !t.Failed() && !restoredSome {
+			t.Error("no run restored a checkpoint: the test did not exercise recovery from state")
+		}
+	}()
+	for i := range seeds {
+		seed := base + uint64(i)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			const keys, perKey = 64, 2000
+			rnd := rand.New(rand.NewPCG(seed, 5))
+			nFail := 1 + rnd.IntN(3)
+			var failAt []int64
+			at := int64(0)
+			for range nFail {
+				at += 1 + rnd.Int64N(keys*perKey)
+				failAt = append(failAt, at)
+			}
+			dir := t.TempDir()
+			var failures, seen atomic.Int64
+			job := sequenceJob(dir, keys, perKey, 2, ringflow.ExactlyOnce, failAt, &failures, &seen)
+			run(t, job)
+			var want []string
+			for k := range uint64(keys) {
+				for s := range uint64(perKey) {
+					want = append(want, fmt.Sprintf("%d:%d", k, s))
+				}
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+			// A later failure point may lie beyond what the run processes
+			// once it has restored; every failure that was injected must
+			// have caused exactly one restart.
+			if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {
+				t.Fatalf("%d restarts, %d failures injected (of %d planned)", job.Restarts(), failures.Load(), nFail)
+			}
+			t.Logf("failures at %v; %d checkpoints; last restore from checkpoint %d",
+				failAt, len(job.Checkpoints()), job.RestoredFrom())
+			if job.RestoredFrom() > 0 {
+				restoredSome = true
+			}
+		})
+	}
+}

@@ -1,0 +1,419 @@
+package ringflow
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/snapshot"
+)
+
+// CheckpointStats describe one checkpoint.
+type CheckpointStats struct {
+	ID           uint64
+	Trigger      time.Time
+	Duration     time.Duration // trigger to completion (or failure)
+	BytesWritten uint64
+	BytesReused  uint64 // referenced from earlier checkpoints instead of written
+	Status       string // "completed", or "failed: <why>"
+	Final        bool   // taken at the end of input
+	Subtasks     []SubtaskCheckpointStats
+}
+
+// SubtaskCheckpointStats describe one task's part of a checkpoint, named by
+// the head operator of its chain.
+type SubtaskCheckpointStats struct {
+	Operator   string
+	Subtask    int
+	StartDelay time.Duration // trigger to the first barrier seen (0 for sources)
+	Alignment  time.Duration // first barrier read to snapshot
+	Sync       time.Duration // synchronous part of the snapshot
+	Async      time.Duration // background write of the snapshot
+	Bytes      uint64        // state bytes this subtask wrote
+	Unaligned  bool
+}
+
+// Checkpoints returns the statistics of every checkpoint the job has
+// finished, completed or failed, oldest first.
+func (j *Job) Checkpoints() []CheckpointStats {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	return append([]CheckpointStats(nil), j.checkpoints...)
+}
+
+func (j *Job) recordCheckpoint(s CheckpointStats) {
+	j.statsMu.Lock()
+	j.checkpoints = append(j.checkpoints, s)
+	j.statsMu.Unlock()
+}
+
+// coordinator triggers checkpoints at the sources, has the tasks' snapshots
+// written to the store in the background, commits each checkpoint when
+// every task's part is durable, and tells the tasks.
+type coordinator struct {
+	job     *Job
+	cfg     CheckpointConfig
+	store   *snapshot.Store
+	tasks   []*operator.Task
+	sources []*operator.Task
+	fail    func(error) // stops the job with the error
+
+	mu struct {
+		sync.Mutex
+		nextID   uint64
+		inflight map[uint64]*inflight
+		lastEnd  time.Time // when the last checkpoint ended, for MinPause
+		failures int       // failed checkpoints in a row
+		finished int       // sources that read all their input
+		final    uint64    // the final checkpoint, once triggered
+		queue    []writeJob
+		stopped  bool
+	}
+	work chan struct{} // pokes the writer
+	poke chan struct{} // pokes the trigger loop
+	wg   sync.WaitGroup
+}
+
+type inflight struct {
+	id       uint64
+	trigger  time.Time
+	pending  *snapshot.Pending
+	acks     int
+	final    bool
+	ops      map[string]int // store operator ids → parallelism, for the manifest
+	subtasks []SubtaskCheckpointStats
+	timeout  *time.Timer
+}
+
+type writeJob struct {
+	task   *operator.Task
+	report *operator.SnapshotReport
+}
+
+func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task, fail func(error)) *coordinator {
+	c := &coordinator{job: j, cfg: j.cfg.Checkpoint, store: store, tasks: tasks, fail: fail,
+		work: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
+	for _, t := range tasks {
+		if t.Source != nil {
+			c.sources = append(c.sources, t)
+		}
+	}
+	c.mu.nextID = store.MaxID() + 1
+	c.mu.inflight = map[uint64]*inflight{}
+	c.mu.lastEnd = time.Now()
+	return c
+}
+
+func (c *coordinator) start() {
+	c.wg.Add(2)
+	go c.triggerLoop()
+	go c.writeLoop()
+}
+
+// stop ends the coordinator's goroutines and aborts what is in flight.
+func (c *coordinator) stop() {
+	c.mu.Lock()
+	c.mu.stopped = true
+	for _, f := range c.mu.inflight {
+		f.timeout.Stop()
+		f.pending.Abort()
+	}
+	c.mu.inflight = nil
+	for _, w := range c.mu.queue {
+		w.report.Release()
+	}
+	c.mu.queue = nil
+	c.mu.Unlock()
+	close(c.poke)
+	close(c.work)
+	c.wg.Wait()
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (c *coordinator) triggerLoop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(c.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case _, ok := <-c.poke:
+			if !ok {
+				return
+			}
+		case <-tick.C:
+		}
+		c.maybeTrigger(time.Now())
+	}
+}
+
+// maybeTrigger starts a checkpoint if the settings allow one now: the final
+// one once every source has finished, otherwise a periodic one.
+func (c *coordinator) maybeTrigger(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.stopped || c.mu.final != 0 {
+		return
+	}
+	final := c.mu.finished == len(c.sources)
+	switch {
+	case final && len(c.mu.inflight) > 0:
+		return // the final checkpoint waits for the others to end
+	case !final && (len(c.mu.inflight) >= c.cfg.MaxConcurrent || now.Sub(c.mu.lastEnd) < c.cfg.MinPause):
+		return
+	}
+	id := c.mu.nextID
+	c.mu.nextID++
+	p, err := c.store.Begin(id)
+	if err != nil {
+		c.failLocked(id, now, fmt.Errorf("begin: %w", err), final)
+		return
+	}
+	f := &inflight{id: id, trigger: now, pending: p, final: final, ops: map[string]int{}}
+	f.timeout = time.AfterFunc(c.cfg.Timeout, func() {
+		c.failed(id, fmt.Errorf("timed out after %v", c.cfg.Timeout))
+	})
+	c.mu.inflight[id] = f
+	if final {
+		c.mu.final = id
+	}
+	for _, t := range c.sources {
+		t.Trigger(id, now, final)
+	}
+}
+
+// Snapshotted implements operator.Coordinator: the report is queued for the
+// background writer.
+func (c *coordinator) Snapshotted(t *operator.Task, r *operator.SnapshotReport) {
+	c.mu.Lock()
+	if c.mu.stopped || c.mu.inflight[r.ID] == nil {
+		c.mu.Unlock()
+		r.Release()
+		return
+	}
+	c.mu.queue = append(c.mu.queue, writeJob{t, r})
+	c.mu.Unlock()
+	signal(c.work)
+}
+
+// Declined implements operator.Coordinator.
+func (c *coordinator) Declined(t *operator.Task, id uint64, err error) {
+	c.failed(id, fmt.Errorf("task %s declined: %w", t.Name, err))
+}
+
+// SourceFinished implements operator.Coordinator.
+func (c *coordinator) SourceFinished(*operator.Task) {
+	c.mu.Lock()
+	c.mu.finished++
+	c.mu.Unlock()
+	signal(c.poke)
+}
+
+func (c *coordinator) writeLoop() {
+	defer c.wg.Done()
+	for range c.work {
+		for {
+			c.mu.Lock()
+			if len(c.mu.queue) == 0 || c.mu.stopped {
+				c.mu.Unlock()
+				break
+			}
+			w := c.mu.queue[0]
+			c.mu.queue = c.mu.queue[1:]
+			f := c.mu.inflight[w.report.ID]
+			c.mu.Unlock()
+			c.write(f, w)
+		}
+	}
+}
+
+// write stores one task's part of a checkpoint and acknowledges it.
+func (c *coordinator) write(f *inflight, w writeJob) {
+	defer w.report.Release()
+	if f == nil {
+		return // aborted meanwhile
+	}
+	start := time.Now()
+	sw := &stateWriter{p: f.pending}
+	for _, part := range w.report.Parts {
+		sw.op, sw.sub = part.Operator, part.Subtask
+		if err := c.writePart(sw, part); err != nil {
+			c.failed(f.id, fmt.Errorf("write %s subtask %d: %w", part.Operator, part.Subtask, err))
+			return
+		}
+	}
+	r := w.report
+	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
+		Sync: r.SyncDuration, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned}
+	if r.Align.ID != 0 {
+		st.StartDelay = r.Align.StartDelay()
+		st.Alignment = r.Align.Alignment()
+	}
+	c.ack(f, st, sw.ops)
+}
+
+func (c *coordinator) writePart(sw *stateWriter, part operator.OperatorSnapshot) error {
+	if part.Position != nil {
+		if err := sw.p.PutSourcePosition(part.Operator, part.Subtask, part.Position); err != nil {
+			return err
+		}
+		sw.note(part.Operator)
+	}
+	if part.State != nil {
+		return part.State.WriteTo(sw)
+	}
+	return nil
+}
+
+// ack records one task's durable part; the last one commits the checkpoint.
+func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string]bool) {
+	c.mu.Lock()
+	if c.mu.inflight[f.id] != f {
+		c.mu.Unlock()
+		return
+	}
+	f.acks++
+	f.subtasks = append(f.subtasks, st)
+	for op := range ops {
+		f.ops[op] = c.job.parallelismOf(op)
+	}
+	done := f.acks == len(c.tasks)
+	c.mu.Unlock()
+	if done {
+		c.commit(f)
+	}
+}
+
+func (c *coordinator) commit(f *inflight) {
+	meta := snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops}
+	if err := f.pending.Commit(meta); err != nil {
+		c.failed(f.id, fmt.Errorf("commit: %w", err))
+		return
+	}
+	now := time.Now()
+	stats := f.pending.Stats()
+	c.mu.Lock()
+	if c.mu.inflight[f.id] != f {
+		c.mu.Unlock()
+		return
+	}
+	f.timeout.Stop()
+	delete(c.mu.inflight, f.id)
+	c.mu.lastEnd, c.mu.failures = now, 0
+	c.mu.Unlock()
+	c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
+		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
+		Final: f.final, Subtasks: f.subtasks})
+	for _, t := range c.tasks {
+		t.Complete(f.id)
+	}
+}
+
+// failed aborts checkpoint id; too many failures in a row, or a failed
+// final checkpoint, fail the job.
+func (c *coordinator) failed(id uint64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.mu.inflight[id]
+	if f == nil {
+		return
+	}
+	f.timeout.Stop()
+	f.pending.Abort()
+	delete(c.mu.inflight, id)
+	c.failLocked(id, f.trigger, err, f.final)
+	for _, t := range c.tasks {
+		t.Abort(id)
+	}
+}
+
+func (c *coordinator) failLocked(id uint64, trigger time.Time, err error, final bool) {
+	now := time.Now()
+	c.mu.lastEnd = now
+	c.mu.failures++
+	c.job.recordCheckpoint(CheckpointStats{ID: id, Trigger: trigger, Duration: now.Sub(trigger),
+		Status: "failed: " + err.Error(), Final: final})
+	switch {
+	case final:
+		c.fail(fmt.Errorf("%w: final checkpoint %d: %v", ErrCheckpoint, id, err))
+	case c.mu.failures > c.cfg.TolerableFailures:
+		c.fail(fmt.Errorf("%w: checkpoint %d: %v (%d failed in a row, %d tolerated)",
+			ErrCheckpoint, id, err, c.mu.failures, c.cfg.TolerableFailures))
+	}
+}
+
+// ErrCheckpoint is wrapped by the error of a job that failed because its
+// checkpoints did.
+var ErrCheckpoint = errors.New("ringflow: checkpoint failed")
+
+// stateWriter scopes an operator instance's state into the store: state s
+// of operator op is stored as operator id "op/s".
+type stateWriter struct {
+	p     *snapshot.Pending
+	op    string
+	sub   int
+	bytes uint64
+	ops   map[string]bool
+}
+
+func (w *stateWriter) id(state string) string {
+	id := w.op + "/" + state
+	w.note(id)
+	return id
+}
+
+func (w *stateWriter) note(id string) {
+	if w.ops == nil {
+		w.ops = map[string]bool{}
+	}
+	w.ops[id] = true
+}
+
+func (w *stateWriter) PutKeyGroup(state string, kg int, blob []byte) error {
+	w.bytes += uint64(len(blob))
+	return w.p.PutKeyGroup(w.id(state), kg, blob)
+}
+
+func (w *stateWriter) ReuseKeyGroup(state string, kg int, from uint64) error {
+	return w.p.ReuseKeyGroup(w.id(state), kg, from)
+}
+
+func (w *stateWriter) AppendKeyGroupDelta(state string, kg int, blob []byte) error {
+	w.bytes += uint64(len(blob))
+	return w.p.AppendKeyGroupDelta(w.id(state), kg, blob)
+}
+
+func (w *stateWriter) PutSubtask(state string, blob []byte) error {
+	w.bytes += uint64(len(blob))
+	return w.p.PutSinkTxn(w.id(state), w.sub, blob)
+}
+
+// stateReader gives an operator instance its state from a checkpoint.
+type stateReader struct {
+	cp *snapshot.Checkpoint
+	op string
+}
+
+func (r stateReader) KeyGroup(state string, kg int) ([]byte, [][]byte, bool) {
+	id := r.op + "/" + state
+	base, ok := r.cp.KeyGroup(id, kg)
+	if !ok {
+		return nil, nil, false
+	}
+	return base, r.cp.KeyGroupDeltas(id, kg), true
+}
+
+func (r stateReader) Subtask(state string) [][]byte {
+	var out [][]byte
+	for _, s := range r.cp.SinkTxns(r.op + "/" + state) {
+		out = append(out, s.Data)
+	}
+	return out
+}

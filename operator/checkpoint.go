@@ -1,0 +1,276 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringflow/ringflow/align"
+	"github.com/ringflow/ringflow/ring"
+)
+
+// Coordinator is the job's checkpoint coordinator as a task sees it. Its
+// methods are called on the task's thread and must not block.
+type Coordinator interface {
+	// Snapshotted hands over the task's part of a checkpoint: the frozen
+	// state of each operator, to be written in the background.
+	Snapshotted(t *Task, r *SnapshotReport)
+	// Declined says the task could not take its part of checkpoint id.
+	Declined(t *Task, id uint64, err error)
+	// SourceFinished says a source task has read all its input; it waits
+	// for the final checkpoint before it ends its output.
+	SourceFinished(t *Task)
+}
+
+// SnapshotReport is one task's part of one checkpoint.
+type SnapshotReport struct {
+	ID    uint64
+	Parts []OperatorSnapshot
+	// Timing of the synchronous part, and the aligner's statistics (zero
+	// for source tasks).
+	SyncDuration time.Duration
+	Align        align.Stats
+	TriggerTime  time.Time
+	SnapshotTime time.Time
+}
+
+// OperatorSnapshot is the frozen state of one operator instance.
+type OperatorSnapshot struct {
+	Operator string
+	Subtask  int
+	State    StateSnapshot // nil if the operator has no state
+	Position []byte        // a source's position; nil otherwise
+}
+
+// Release releases every part.
+func (r *SnapshotReport) Release() {
+	for _, p := range r.Parts {
+		if p.State != nil {
+			p.State.Release()
+		}
+	}
+}
+
+// Checkpoints connects a task to checkpointing. A nil *Checkpoints means
+// checkpoints are off.
+type Checkpoints struct {
+	Coord   Coordinator
+	Aligner *align.Aligner // input tasks only
+	Waker   interface{ Wake() }
+
+	mail struct {
+		sync.Mutex
+		msgs []message
+	}
+	hasMail atomic.Bool
+
+	snap       *SnapshotReport // taken, not yet complete
+	last       uint64          // id of the last snapshot taken
+	finalDone  bool            // the checkpoint after which output ended is complete
+	srcDone    bool            // a source task has read all input
+	reportedEO bool
+}
+
+type msgKind int
+
+const (
+	msgTrigger msgKind = iota
+	msgComplete
+	msgAbort
+)
+
+type message struct {
+	kind    msgKind
+	id      uint64
+	trigger time.Time
+	final   bool
+}
+
+func (c *Checkpoints) post(m message) {
+	c.mail.Lock()
+	c.mail.msgs = append(c.mail.msgs, m)
+	c.mail.Unlock()
+	c.hasMail.Store(true)
+	c.Waker.Wake()
+}
+
+// Trigger asks a source task to take checkpoint id; final says it is the
+// last one, after which the source ends its output.
+func (t *Task) Trigger(id uint64, at time.Time, final bool) {
+	t.Checkpoints.post(message{kind: msgTrigger, id: id, trigger: at, final: final})
+}
+
+// Complete tells the task that checkpoint id is complete.
+func (t *Task) Complete(id uint64) { t.Checkpoints.post(message{kind: msgComplete, id: id}) }
+
+// Abort tells the task that checkpoint id was aborted.
+func (t *Task) Abort(id uint64) { t.Checkpoints.post(message{kind: msgAbort, id: id}) }
+
+// handleMail runs the coordinator's messages on the task's thread.
+func (t *Task) handleMail(now time.Time) error {
+	c := t.Checkpoints
+	c.hasMail.Store(false)
+	c.mail.Lock()
+	msgs := c.mail.msgs
+	c.mail.msgs = nil
+	c.mail.Unlock()
+	for _, m := range msgs {
+		var err error
+		switch m.kind {
+		case msgTrigger:
+			err = t.sourceCheckpoint(m, now)
+		case msgComplete:
+			err = t.notifyComplete(m.id)
+		case msgAbort:
+			err = t.notifyAborted(m.id, now)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sourceCheckpoint takes a source task's part of a checkpoint and sends the
+// barrier downstream: the source's position and the chain's state are
+// those after every record already emitted, and the barrier follows them.
+func (t *Task) sourceCheckpoint(m message, now time.Time) error {
+	if err := t.snapshot(m.id, m.trigger); err != nil {
+		return err
+	}
+	r := t.Checkpoints.snap
+	t.Checkpoints.snap = nil
+	t.Checkpoints.Coord.Snapshotted(t, r)
+	t.forward(ring.Barrier{ID: m.id, Trigger: m.trigger, Kind: ring.Aligned})
+	if m.final {
+		t.finish()
+	}
+	t.flushAll()
+	return nil
+}
+
+// snapshot takes the synchronous part of checkpoint id: the source's
+// position and every operator's frozen state, in chain order.
+func (t *Task) snapshot(id uint64, trigger time.Time) error {
+	start := time.Now()
+	r := &SnapshotReport{ID: id, TriggerTime: trigger, SnapshotTime: start}
+	if t.Source != nil {
+		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctx.Operator, Subtask: t.Ctx.Subtask,
+			Position: append([]byte(nil), t.Source.Position()...)})
+	}
+	for i, op := range t.Ops {
+		cp, ok := op.(Checkpointed)
+		if !ok {
+			continue
+		}
+		s, err := cp.SnapshotState(id)
+		if err != nil {
+			r.Release()
+			t.Checkpoints.Coord.Declined(t, id, fmt.Errorf("operator %q subtask %d: %w",
+				t.Ctxs[i].Operator, t.Ctxs[i].Subtask, err))
+			return nil
+		}
+		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctxs[i].Operator, Subtask: t.Ctxs[i].Subtask, State: s})
+	}
+	r.SyncDuration = time.Since(start)
+	t.Checkpoints.snap = r
+	t.Checkpoints.last = id
+	return nil
+}
+
+// forward writes a barrier into every output ring.
+func (t *Task) forward(b ring.Barrier) {
+	if t.Gate != nil {
+		t.Gate.Barrier(b)
+	}
+}
+
+func (t *Task) notifyComplete(id uint64) error {
+	for i, op := range t.Ops {
+		if l, ok := op.(CheckpointListener); ok {
+			if err := l.NotifyComplete(id); err != nil {
+				return &Error{Operator: t.Ctxs[i].Operator, Subtask: t.Ctxs[i].Subtask,
+					Err: fmt.Errorf("commit checkpoint %d: %w", id, err)}
+			}
+		}
+	}
+	if t.finishing && id >= t.Checkpoints.last {
+		t.Checkpoints.finalDone = true
+	}
+	return nil
+}
+
+func (t *Task) notifyAborted(id uint64, now time.Time) error {
+	c := t.Checkpoints
+	if c.Aligner != nil {
+		acts, err := c.Aligner.Step(align.Input{Type: align.InputAbort, Barrier: align.Barrier{ID: id}, NowNs: now.UnixNano()})
+		if err != nil {
+			return fmt.Errorf("abort checkpoint %d: %w", id, err)
+		}
+		if err := t.apply(acts, now); err != nil {
+			return err
+		}
+	}
+	if c.snap != nil && c.snap.ID == id {
+		c.snap.Release()
+		c.snap = nil
+	}
+	for _, op := range t.Ops {
+		if l, ok := op.(CheckpointListener); ok {
+			l.NotifyAborted(id)
+		}
+	}
+	return nil
+}
+
+// onBarrier feeds a barrier read from channel c to the aligner.
+func (t *Task) onBarrier(c *Channel, b ring.Barrier, now time.Time) error {
+	ab := align.Barrier{ID: b.ID, TriggerNs: b.Trigger.UnixNano(), Kind: align.Kind(b.Kind)}
+	return t.step(align.Input{Type: align.InputBarrier, Channel: c.Index, Barrier: ab, NowNs: now.UnixNano()}, now)
+}
+
+func (t *Task) step(in align.Input, now time.Time) error {
+	acts, err := t.Checkpoints.Aligner.Step(in)
+	if err != nil {
+		return fmt.Errorf("input channel %d: %w", in.Channel, err)
+	}
+	return t.apply(acts, now)
+}
+
+// apply carries out the aligner's actions, in order.
+func (t *Task) apply(acts []align.Action, now time.Time) error {
+	c := t.Checkpoints
+	for _, a := range acts {
+		switch a.Op {
+		case align.OpBlock:
+			t.Inputs[a.Channel].blocked = true
+		case align.OpUnblock:
+			t.Inputs[a.Channel].blocked = false
+		case align.OpSnapshot:
+			if err := t.snapshot(a.Barrier.ID, time.Unix(0, a.Barrier.TriggerNs)); err != nil {
+				return err
+			}
+		case align.OpForward:
+			t.forward(ring.Barrier{ID: a.Barrier.ID, Trigger: time.Unix(0, a.Barrier.TriggerNs),
+				Kind: ring.BarrierKind(a.Barrier.Kind)})
+		case align.OpComplete:
+			if c.snap != nil && c.snap.ID == a.Barrier.ID {
+				c.snap.Align = a.Stats
+				c.Coord.Snapshotted(t, c.snap)
+				c.snap = nil
+			}
+		case align.OpAbort:
+			if c.snap != nil && c.snap.ID == a.Barrier.ID {
+				c.snap.Release()
+				c.snap = nil
+			}
+		case align.OpEndOfInput:
+			t.finish()
+		case align.OpRecord, align.OpStopRecord:
+			return errors.New("unaligned checkpoints are not supported by this runtime yet")
+		}
+	}
+	return nil
+}

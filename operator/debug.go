@@ -1,0 +1,30 @@
+package operator
+
+import (
+	"fmt"
+	"strings"
+)
+
+// String describes the task's state, for stall reports and debugging.
+func (t *Task) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task %s: wm=%d finishing=%v", t.Name, t.wm, t.finishing)
+	if c := t.Checkpoints; c != nil {
+		c.mail.Lock()
+		msgs := fmt.Sprint(c.mail.msgs)
+		c.mail.Unlock()
+		fmt.Fprintf(&b, " ckpt{last=%d finalDone=%v srcDone=%v snap=%v mail=%v %s steps=%d}", c.last, c.finalDone, c.srcDone,
+			c.snap != nil, c.hasMail.Load(), msgs, t.steps)
+		if c.Aligner != nil {
+			fmt.Fprintf(&b, " pending=%d", c.Aligner.Pending())
+		}
+	}
+	for _, ch := range t.Inputs {
+		fmt.Fprintf(&b, " in%d{ended=%v blocked=%v buf=%d err=%v}", ch.Index, ch.ended, ch.blocked,
+			ch.Reader.Buffered(), ch.Reader.Err())
+	}
+	for i, p := range t.Ports {
+		fmt.Fprintf(&b, " out%d{room=%v dirty=%v}", i, p.Room(), p.Dirty())
+	}
+	return b.String()
+}

@@ -1,0 +1,219 @@
+package operator
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// TwoPhaseSink is a sink whose output becomes visible only when a
+// checkpoint that covers it completes (Flink's TwoPhaseCommitSinkFunction).
+// Records go into the current transaction; when a checkpoint's barrier
+// reaches the sink, the transaction is pre-committed (made durable but kept
+// invisible) and a new one begins; when that checkpoint completes, the
+// transaction is committed. A restored job commits again the transactions
+// of the checkpoint it restores, so Commit must be idempotent.
+type TwoPhaseSink[T any] interface {
+	// Open prepares subtask of parallelism.
+	Open(subtask, parallelism int) error
+	// Recover is called once after Open, before any record: it commits the
+	// transactions txns (pre-committed in the restored checkpoint; none on
+	// a fresh start) and discards every other transaction this subtask
+	// left behind.
+	Recover(txns [][]byte) error
+	// Write adds a record to the current transaction.
+	Write(rec T) error
+	// PreCommit ends the current transaction. It returns its handle (nil
+	// for an empty transaction) and a function, run off the task's thread
+	// before the checkpoint can complete, that makes it durable.
+	PreCommit() (txn []byte, durable func() error, err error)
+	// Commit makes a pre-committed transaction visible. Idempotent.
+	Commit(txn []byte) error
+	// Close releases what the sink holds; an open transaction is dropped.
+	Close() error
+}
+
+type pendingTxn struct {
+	checkpoint uint64
+	txn        []byte
+}
+
+// TxnSink runs a TwoPhaseSink.
+type TxnSink[T any] struct {
+	Base
+	sink    TwoPhaseSink[T]
+	pending []pendingTxn // pre-committed, not yet committed
+	restore [][]byte     // transactions to commit at Recover
+}
+
+// NewTxnSink returns the operator for sink.
+func NewTxnSink[T any](sink TwoPhaseSink[T]) *TxnSink[T] { return &TxnSink[T]{sink: sink} }
+
+// Open implements Operator.
+func (s *TxnSink[T]) Open(ctx *Context) (err error) {
+	s.Ctx = ctx
+	defer recoverTo(ctx, &err)
+	if err := s.sink.Open(ctx.Subtask, ctx.Parallelism); err != nil {
+		return err
+	}
+	s.restore = [][]byte{} // a fresh start recovers nothing but still cleans up
+	return nil
+}
+
+// Push implements Input.
+func (s *TxnSink[T]) Push(recs []T, _ []int64) {
+	defer Guard(s.Ctx)
+	if s.restore != nil {
+		s.recover()
+	}
+	for i := range recs {
+		if err := s.sink.Write(recs[i]); err != nil {
+			Fail(s.Ctx, err)
+		}
+	}
+}
+
+// recover runs the sink's Recover once, before the first record or
+// checkpoint.
+func (s *TxnSink[T]) recover() {
+	txns := s.restore
+	s.restore = nil
+	if err := s.sink.Recover(txns); err != nil {
+		Fail(s.Ctx, fmt.Errorf("recover transactions: %w", err))
+	}
+}
+
+// SnapshotState implements Checkpointed: it pre-commits the current
+// transaction; the snapshot stores every transaction not yet committed.
+func (s *TxnSink[T]) SnapshotState(id uint64) (StateSnapshot, error) {
+	if s.restore != nil {
+		s.recover()
+	}
+	txn, durable, err := s.sink.PreCommit()
+	if err != nil {
+		return nil, fmt.Errorf("pre-commit: %w", err)
+	}
+	if txn != nil {
+		s.pending = append(s.pending, pendingTxn{id, txn})
+	}
+	return &txnSnapshot{durable: durable, blob: encodeTxns(s.pending)}, nil
+}
+
+// NotifyComplete implements CheckpointListener: every transaction
+// pre-committed up to checkpoint id is committed.
+func (s *TxnSink[T]) NotifyComplete(id uint64) error {
+	kept := s.pending[:0]
+	for _, p := range s.pending {
+		if p.checkpoint > id {
+			kept = append(kept, p)
+			continue
+		}
+		if err := s.sink.Commit(p.txn); err != nil {
+			return err
+		}
+	}
+	s.pending = kept
+	return nil
+}
+
+// NotifyAborted implements CheckpointListener: the transaction stays
+// pending and is committed with the next checkpoint that completes.
+func (s *TxnSink[T]) NotifyAborted(uint64) {}
+
+// RestoreState implements Checkpointed: subtask i takes over the
+// transactions of the previous run's subtasks j with j % parallelism == i.
+func (s *TxnSink[T]) RestoreState(r StateReader) error {
+	s.restore = [][]byte{}
+	for j, blob := range r.Subtask("txns") {
+		if j%s.Ctx.Parallelism != s.Ctx.Subtask {
+			continue
+		}
+		txns, err := decodeTxns(blob)
+		if err != nil {
+			return err
+		}
+		for _, p := range txns {
+			s.restore = append(s.restore, p.txn)
+		}
+	}
+	return nil
+}
+
+// End implements Operator. Without checkpoints nothing else would ever
+// commit, so the output is committed at the end of input.
+func (s *TxnSink[T]) End() {
+	defer Guard(s.Ctx)
+	if s.restore != nil {
+		s.recover()
+	}
+	if s.Ctx.Checkpoints {
+		return // the final checkpoint commits
+	}
+	txn, durable, err := s.sink.PreCommit()
+	if err == nil && durable != nil {
+		err = durable()
+	}
+	if err == nil && txn != nil {
+		err = s.sink.Commit(txn)
+	}
+	if err != nil {
+		Fail(s.Ctx, fmt.Errorf("commit at end of input: %w", err))
+	}
+}
+
+// Close implements Operator.
+func (s *TxnSink[T]) Close() error { return s.sink.Close() }
+
+type txnSnapshot struct {
+	durable func() error
+	blob    []byte
+}
+
+func (t *txnSnapshot) WriteTo(w StateWriter) error {
+	if t.durable != nil {
+		if err := t.durable(); err != nil {
+			return fmt.Errorf("make transaction durable: %w", err)
+		}
+	}
+	return w.PutSubtask("txns", t.blob)
+}
+
+func (t *txnSnapshot) Release() {}
+
+func encodeTxns(ps []pendingTxn) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(ps)))
+	for _, p := range ps {
+		b = binary.AppendUvarint(b, p.checkpoint)
+		b = binary.AppendUvarint(b, uint64(len(p.txn)))
+		b = append(b, p.txn...)
+	}
+	return b
+}
+
+var errBadTxns = errors.New("corrupt sink transaction list")
+
+func decodeTxns(b []byte) ([]pendingTxn, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, errBadTxns
+	}
+	b = b[k:]
+	out := make([]pendingTxn, 0, n)
+	for range n {
+		id, k1 := binary.Uvarint(b)
+		if k1 <= 0 {
+			return nil, errBadTxns
+		}
+		l, k2 := binary.Uvarint(b[k1:])
+		if k2 <= 0 || l > uint64(len(b)-k1-k2) {
+			return nil, errBadTxns
+		}
+		start := k1 + k2
+		out = append(out, pendingTxn{id, append([]byte(nil), b[start:start+int(l)]...)})
+		b = b[start+int(l):]
+	}
+	if len(b) != 0 {
+		return nil, errBadTxns
+	}
+	return out, nil
+}
