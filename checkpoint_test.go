@@ -1,6 +1,7 @@
 package ringflow_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -175,6 +176,105 @@ func TestSequenceWithFailures(t *testing.T) {
 			if job.RestoredFrom() > 0 {
 				restoredSome = true
 			}
+		})
+	}
+}
+
+// windowSums is a window job over event-time records: sums per key and
+// 100 ms tumbling window, through a failing map, into a file sink.
+func windowJob(dir string, evs []event, par int, failAt []int64, failures, seen *atomic.Int64) *ringflow.Job {
+	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
+		FrameBytes: 2 << 10,
+		Checkpoint: ringflow.CheckpointConfig{Interval: 2 * time.Millisecond, StateDir: filepath.Join(dir, "state")},
+		Restart:    ringflow.RestartStrategy{Attempts: len(failAt)}})
+	src := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), eventTime())
+	failing := ringflow.Map(src, "failing", func(e event) event {
+		n := seen.Add(1)
+		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && failures.CompareAndSwap(f, f+1) {
+			panic(fmt.Sprintf("injected failure %d at record %d", f+1, n))
+		}
+		return e
+	})
+	k := ringflow.KeyBy(failing, func(e event) uint64 { return e.Key })
+	w := ringflow.Window(k, "sum", ringflow.TumblingWindows(100*time.Millisecond), valueSum{})
+	lines := ringflow.Map(w, "fmt", func(r ringflow.WindowResult[uint64, int64]) string {
+		return fmt.Sprintf("%d [%d,%d) %d", r.Key, r.Start, r.End, r.Value)
+	})
+	ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	return job
+}
+
+// TestWindowsWithFailures checks that window sums after injected failures
+// equal the closed-form result, each window emitted exactly once.
+func TestWindowsWithFailures(t *testing.T) {
+	seeds := 4
+	if testing.Short() {
+		seeds = 2
+	}
+	base := testSeed(t)
+	for i := range seeds {
+		seed := base + uint64(i)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			evs := makeEvents(seed, 60_000, 40, 20)
+			want := bruteWindows(evs, ringflow.TumblingWindows(100*time.Millisecond))
+			rnd := rand.New(rand.NewPCG(seed, 9))
+			failAt := []int64{1 + rnd.Int64N(60_000), 60_000 + rnd.Int64N(30_000)}
+			dir := t.TempDir()
+			var failures, seen atomic.Int64
+			job := windowJob(dir, evs, 2, failAt, &failures, &seen)
+			run(t, job)
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
+			if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {
+				t.Fatalf("%d restarts, %d failures injected", job.Restarts(), failures.Load())
+			}
+		})
+	}
+}
+
+// TestRescale takes checkpoints at parallelism 2, stops the job, and resumes
+// it from its state dir at parallelism 1 and at 4: the committed output
+// equals that of a run without rescaling.
+func TestRescale(t *testing.T) {
+	evs := makeEvents(testSeed(t), 80_000, 500, 0)
+	var want []string
+	n := map[uint64]uint64{}
+	for _, e := range evs {
+		n[e.Key]++
+		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
+	}
+	want = sortedCopy(want)
+	build := func(dir string, par int, rate float64) *ringflow.Job {
+		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50,
+			Checkpoint: checkpointed(dir, 2*time.Millisecond)})
+		s := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event { return evs[i] },
+			ringflow.GenOptions{Count: uint64(len(evs)), Rate: rate}))
+		k := ringflow.KeyBy(s, func(e event) uint64 { return e.Key })
+		counts := ringflow.Aggregate(k, "count", keyCount{}, ringflow.Parallelism(par))
+		lines := ringflow.Map(counts, "fmt", func(kc [2]uint64) string { return fmt.Sprintf("%d:%d", kc[0], kc[1]) },
+			ringflow.Parallelism(par))
+		ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")), ringflow.Parallelism(par))
+		return job
+	}
+	for _, to := range []int{1, 4} {
+		t.Run(fmt.Sprint(to), func(t *testing.T) {
+			dir := t.TempDir()
+			first := build(dir, 2, 400_000) // about 0.2 s of input
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				for len(first.Checkpoints()) < 3 {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+			}()
+			if err := first.Run(ctx); err != context.Canceled {
+				t.Fatalf("first run: %v, want it cancelled after 3 checkpoints", err)
+			}
+			second := build(dir, to, 0)
+			run(t, second)
+			if second.RestoredFrom() == 0 {
+				t.Fatal("the second run did not restore a checkpoint")
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
 		})
 	}
 }

@@ -183,7 +183,9 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 	if errors.Is(err, io.EOF) {
 		if c := t.Checkpoints; c != nil {
 			// Output ends only after the final checkpoint, so that
-			// everything emitted is committed.
+			// everything emitted is committed; event time ends before
+			// it, so that what the last windows and timers emit is in it.
+			t.advance(MaxWatermark, false)
 			c.srcDone = true
 			t.flushAll()
 			c.Coord.SourceFinished(t)
