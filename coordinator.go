@@ -410,6 +410,8 @@ func (r stateReader) KeyGroup(state string, kg int) ([]byte, [][]byte, bool) {
 	return base, r.cp.KeyGroupDeltas(id, kg), true
 }
 
+func (r stateReader) Checkpoint() uint64 { return r.cp.ID() }
+
 func (r stateReader) Subtask(state string) [][]byte {
 	var out [][]byte
 	for _, s := range r.cp.SinkTxns(r.op + "/" + state) {

@@ -36,8 +36,8 @@ func NewWindowJoin[K comparable, L, R, O any](lkeys KeyFuncs[K, L], rkeys KeyFun
 // Open implements Operator.
 func (j *WindowJoin[K, L, R, O]) Open(ctx *Context) error {
 	j.Ctx = ctx
-	hash := j.lkeys.Hash
-	wh := func(k winKey[K]) uint64 { return hash(k.key) }
+	hash, maxP := j.lkeys.Hash, ctx.MaxParallelism
+	wh := func(k winKey[K]) uint64 { return winHash(hash(k.key), k.win, maxP) }
 	j.ltable = newTable[winKey[K], []L](ctx, "left", wh)
 	j.rtable = newTable[winKey[K], []R](ctx, "right", wh)
 	j.left, j.right = j.ltable.m, j.rtable.m
@@ -124,7 +124,7 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 				continue
 			}
 			wk := winKey[K]{k, w}
-			p := upsert(j.Ctx, side, h, wk)
+			p := upsert(j.Ctx, side, winHash(h, w, j.Ctx.MaxParallelism), wk)
 			// NB: appending never changes the elements a snapshot of the
 			// old slice header can see, so buffered lists are safe under
 			// copy-on-write.
@@ -143,7 +143,7 @@ func (j *WindowJoin[K, L, R, O]) Watermark(wm int64) {
 		if !ok {
 			break
 		}
-		h := j.lkeys.Hash(wk.key)
+		h := winHash(j.lkeys.Hash(wk.key), wk.win, j.Ctx.MaxParallelism)
 		ls, _ := j.left.GetHashed(h, wk)
 		rs, _ := j.right.GetHashed(h, wk)
 		for _, l := range ls {

@@ -181,7 +181,8 @@ func NewProcess[K comparable, T, O any](keys KeyFuncs[K, T], fn ProcessFunc[K, T
 func (p *Process[K, T, O]) Open(ctx *Context) (err error) {
 	p.Ctx = ctx
 	defer recoverTo(ctx, &err)
-	th := func(t keyTimer[K]) uint64 { return t.hash }
+	maxP := ctx.MaxParallelism
+	th := func(t keyTimer[K]) uint64 { return cow.SubKeyHash(t.hash, uint64(t.ts), maxP) }
 	p.timers[EventTime] = newTable[keyTimer[K], bool](ctx, "event-timers", th)
 	p.timers[ProcessingTime] = newTable[keyTimer[K], bool](ctx, "processing-timers", th)
 	p.tables = []stateTable{p.timers[EventTime], p.timers[ProcessingTime]}
@@ -197,13 +198,14 @@ func (p *Process[K, T, O]) queue(d TimeDomain) *timerQueue[keyTimer[K]] {
 
 func (p *Process[K, T, O]) timer(ts int64, d TimeDomain, k K, h uint64, del bool) {
 	t := keyTimer[K]{ts, k, h}
+	th := cow.SubKeyHash(h, uint64(ts), p.Ctx.MaxParallelism)
 	if del {
 		p.queue(d).delete(t)
-		p.timers[d].m.DeleteHashed(h, t)
+		p.timers[d].m.DeleteHashed(th, t)
 		return
 	}
 	if p.queue(d).add(ts, t) {
-		*upsert(p.Ctx, p.timers[d].m, h, t) = true
+		*upsert(p.Ctx, p.timers[d].m, th, t) = true
 	}
 }
 
@@ -288,7 +290,7 @@ func (p *Process[K, T, O]) fireTimers(q *timerQueue[keyTimer[K]], upTo int64, d 
 		if !ok {
 			break
 		}
-		p.timers[d].m.DeleteHashed(t.hash, t)
+		p.timers[d].m.DeleteHashed(cow.SubKeyHash(t.hash, uint64(t.ts), p.Ctx.MaxParallelism), t)
 		p.cur.key, p.cur.hash, p.cur.ts, p.out.now = t.key, t.hash, ts, ts
 		p.fn.OnTimer(&p.cur, ts, d, &p.out)
 	}

@@ -57,6 +57,8 @@ type StateReader interface {
 	// subtask of the operator's previous run (there may have been a
 	// different number of them).
 	Subtask(state string) [][]byte
+	// Checkpoint returns the id of the checkpoint being restored.
+	Checkpoint() uint64
 }
 
 // keyedTable is one named cow.Map of an operator, with what incremental
@@ -68,6 +70,7 @@ type keyedTable[K comparable, V any] struct {
 
 	taken     map[uint64]*tableSnapshot[K, V] // by checkpoint id, not yet complete
 	persisted struct {
+		valid               bool
 		version, checkpoint uint64
 		chain               []int8 // see tableSnapshot
 	}
@@ -135,7 +138,7 @@ func (t *keyedTable[K, V]) freeze(id uint64) (*tableSnapshot[K, V], error) {
 	snap := t.m.Freeze()
 	n := snap.KeyGroups().Len()
 	s := &tableSnapshot[K, V]{name: t.name, snap: snap, chain: make([]int8, n)}
-	if t.persisted.version != 0 && t.persisted.version == snap.Version()-1 {
+	if t.persisted.valid && t.persisted.version == snap.Version()-1 {
 		s.incremental, s.base = true, t.persisted.checkpoint
 		s.prev = append([]int8(nil), t.persisted.chain...)
 	}
@@ -147,7 +150,7 @@ func (t *keyedTable[K, V]) freeze(id uint64) (*tableSnapshot[K, V], error) {
 // is durable: the next snapshot may build on it.
 func (t *keyedTable[K, V]) complete(id uint64) {
 	if s, ok := t.taken[id]; ok {
-		t.persisted.version, t.persisted.checkpoint = s.snap.Version(), id
+		t.persisted.valid, t.persisted.version, t.persisted.checkpoint = true, s.snap.Version(), id
 		t.persisted.chain = s.chain
 	}
 	for k := range t.taken {
@@ -157,12 +160,22 @@ func (t *keyedTable[K, V]) complete(id uint64) {
 	}
 }
 
-// restore loads the key groups the table holds from r.
+// restore loads the key groups the table holds from r. The restored state
+// is version 0 of the table, persisted in r's checkpoint, so the next
+// checkpoint can reuse its blobs and add deltas. (With rescaling, a key
+// group's blobs are still its own: key groups move whole.)
 func (t *keyedTable[K, V]) restore(r StateReader) error {
 	kgs := t.m.KeyGroups()
+	chain := make([]int8, kgs.Len())
+	defer func() {
+		t.persisted.valid, t.persisted.version, t.persisted.checkpoint = true, 0, r.Checkpoint()
+		t.persisted.chain = chain
+	}()
 	for kg := kgs.Start; kg < kgs.End; kg++ {
 		base, deltas, ok := r.KeyGroup(t.name, kg)
+		chain[kg-kgs.Start] = int8(min(len(deltas), maxDeltas))
 		if !ok {
+			chain[kg-kgs.Start] = -1
 			continue
 		}
 		if t.err != nil {

@@ -99,6 +99,13 @@ type WindowOptions[T any] struct {
 	Late func(T)
 }
 
+// winHash is the state hash of a key's window: in the key's key group, but
+// spread over the table by the window, so that a key's many windows do not
+// all probe from one slot.
+func winHash(keyHash uint64, w Window, maxP int) uint64 {
+	return cow.SubKeyHash(keyHash, uint64(w.Start)*0x9E3779B97F4A7C15^uint64(w.End), maxP)
+}
+
 type winKey[K comparable] struct {
 	key K
 	win Window
@@ -140,7 +147,10 @@ func NewWindowAgg[K comparable, T, A, O any](keys KeyFuncs[K, T], w Windows, agg
 func (o *WindowAgg[K, T, A, O]) Open(ctx *Context) error {
 	o.Ctx = ctx
 	hash := o.keys.Hash
-	o.table = newTable[winKey[K], winState[A]](ctx, "windows", func(k winKey[K]) uint64 { return hash(k.key) })
+	maxP := ctx.MaxParallelism
+	o.table = newTable[winKey[K], winState[A]](ctx, "windows", func(k winKey[K]) uint64 {
+		return winHash(hash(k.key), k.win, maxP)
+	})
 	o.state = o.table.m
 	if o.windows.Kind == Session {
 		o.sessions = make(map[K][]Window)
@@ -170,7 +180,7 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 				continue
 			}
 			wk := winKey[K]{k, win}
-			p := upsert(o.Ctx, o.state, h, wk)
+			p := upsert(o.Ctx, o.state, winHash(h, win, o.Ctx.MaxParallelism), wk)
 			if !p.ok {
 				p.acc, p.ok = o.agg.Create(), true
 				o.fire.add(win.MaxTimestamp(), wk)
@@ -206,21 +216,22 @@ func (o *WindowAgg[K, T, A, O]) mergeSessions(k K, h uint64, w Window) Window {
 		}
 		w = Window{min(w.Start, s.Start), max(w.End, s.End)}
 		old := winKey[K]{k, s}
-		if st, ok := o.state.GetHashed(h, old); ok && st.ok {
+		oh := winHash(h, s, o.Ctx.MaxParallelism)
+		if st, ok := o.state.GetHashed(oh, old); ok && st.ok {
 			if have {
 				acc = o.agg.Merge(acc, st.acc)
 			} else {
 				acc, have = st.acc, true
 			}
 		}
-		o.state.DeleteHashed(h, old)
+		o.state.DeleteHashed(oh, old)
 		o.fire.delete(old)
 		o.cleanup.delete(old)
 	}
 	o.sessions[k] = append(kept, w)
 	if have {
 		wk := winKey[K]{k, w}
-		p := upsert(o.Ctx, o.state, h, wk)
+		p := upsert(o.Ctx, o.state, winHash(h, w, o.Ctx.MaxParallelism), wk)
 		if p.ok {
 			acc = o.agg.Merge(acc, p.acc)
 		}
@@ -254,7 +265,7 @@ func (o *WindowAgg[K, T, A, O]) Watermark(wm int64) {
 		if !ok {
 			break
 		}
-		h := o.keys.Hash(wk.key)
+		h := winHash(o.keys.Hash(wk.key), wk.win, o.Ctx.MaxParallelism)
 		st, ok := o.state.GetHashed(h, wk)
 		if !ok {
 			continue
@@ -275,12 +286,13 @@ func (o *WindowAgg[K, T, A, O]) Watermark(wm int64) {
 		if !ok {
 			break
 		}
-		o.drop(o.keys.Hash(wk.key), wk)
+		o.drop(winHash(o.keys.Hash(wk.key), wk.win, o.Ctx.MaxParallelism), wk)
 	}
 	o.flush()
 }
 
-// drop deletes a window's state (and, for sessions, its index entry).
+// drop deletes a window's state (and, for sessions, its index entry); h is
+// the window's hash (winHash).
 func (o *WindowAgg[K, T, A, O]) drop(h uint64, wk winKey[K]) {
 	o.state.DeleteHashed(h, wk)
 	if o.sessions == nil {
