@@ -39,6 +39,9 @@ type Config struct {
 	// Rate paces the sources to this many records per second in all; 0:
 	// as fast as the pipeline takes them.
 	Rate float64
+	// Warmup excludes from the latency figures the records generated in
+	// the run's first Warmup (throughput still counts them).
+	Warmup time.Duration
 	// EventStride is the number of records per millisecond of event time
 	// (window and join); 0: the default the package doc gives.
 	EventStride uint64
@@ -96,25 +99,16 @@ func (c Config) Validate() error {
 		return bad("records %d and duration %v: set exactly one of them", c.Records, c.Duration)
 	case c.Parallelism < 0 || c.Parallelism > MaxParallelism:
 		return bad("parallelism %d: must be in [1, %d]", c.Parallelism, MaxParallelism)
+	case c.Warmup < 0 || (c.Duration > 0 && c.Warmup >= c.Duration):
+		return bad("warmup %v: must be at least 0 and shorter than the duration %v", c.Warmup, c.Duration)
 	case c.Workers < 0:
 		return bad("workers %d: must be at least 1 (or 0 for all CPUs)", c.Workers)
 	case c.Rate < 0 || c.Rate != c.Rate:
 		return bad("rate %v: must be a non-negative number of records per second", c.Rate)
-	case c.Records > 0 && c.Records < minRecords(c):
-		// NB: ringflow.Generate treats a subtask whose share of a bounded
-		// count is zero as unbounded, so every subtask needs a record.
-		return bad("records %d: need at least %d (a record per source instance)", c.Records, minRecords(c))
+	case c.Pipeline == "join" && c.Records == 1:
+		return bad("records 1: the join needs at least 2, one per source")
 	}
 	return nil
-}
-
-// minRecords is the fewest records a bounded run of c may have.
-func minRecords(c Config) uint64 {
-	n := uint64(max(c.Parallelism, 1))
-	if c.Pipeline == "join" {
-		n *= 2
-	}
-	return n
 }
 
 // Result is the outcome of one run.
@@ -176,6 +170,7 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 		defer cancel()
 	}
 	stop := startProgress(c.Progress, produced)
+	sinks.startSampling(c.Warmup)
 	cpu0 := cpuTime()
 	start := time.Now()
 	err := r(runCtx, c, produced, sinks)

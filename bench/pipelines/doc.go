@@ -70,7 +70,8 @@
 //
 // Latency is sampled: about one record in 1024 carries the wall clock of its
 // generation in SrcNanos, and the sink records now - SrcNanos in a
-// log-bucketed Histogram (relative error under 1.6%). Keyed counts carry the
+// log-bucketed Histogram (relative error under 1.6%); with a Warmup, only
+// records generated after it count. Keyed counts carry the
 // sampled record's own time. A window result carries the newest sampled
 // time among its key's records in the window, and a join pair the newer of
 // its two records' times: their latency includes waiting for the window to

@@ -163,6 +163,39 @@ func TestDuration(t *testing.T) {
 	}
 }
 
+// TestFewRecords runs every pipeline with fewer records than source
+// instances: the instances without any end at once.
+func TestFewRecords(t *testing.T) {
+	for _, name := range Names {
+		c := Config{Pipeline: name, Records: 2, Parallelism: 3, Workers: 2, Keys: 1}
+		wantCount, wantSum := oracle(c)
+		for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+			res, err := run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if res.Records != 2 || res.SinkRecords != wantCount || res.Checksum != wantSum {
+				t.Errorf("%s on %s: %+v; want %d records out, checksum %#x", name, res.Engine, res, wantCount, wantSum)
+			}
+		}
+	}
+}
+
+// TestWarmup checks that a warm-up longer than a bounded run leaves no
+// latency samples, while the output is still counted.
+func TestWarmup(t *testing.T) {
+	for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+		c := Config{Pipeline: "keyed-count", Records: 50_000, Parallelism: 2, Workers: 2, Warmup: time.Hour}
+		res, err := run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Latency.Samples != 0 || res.SinkRecords != c.Records {
+			t.Errorf("%s: %d samples, %d records out; want 0, %d", res.Engine, res.Latency.Samples, res.SinkRecords, c.Records)
+		}
+	}
+}
+
 // TestCancel checks that cancelling the caller's context ends a run with
 // the context's error.
 func TestCancel(t *testing.T) {
@@ -187,8 +220,9 @@ func TestValidate(t *testing.T) {
 		{Config{Pipeline: "join", Records: 10, Parallelism: 129}, "parallelism 129"},
 		{Config{Pipeline: "join", Records: 10, Workers: -1}, "workers -1"},
 		{Config{Pipeline: "join", Records: 10, Rate: -5}, "rate -5"},
-		{Config{Pipeline: "join", Records: 3, Parallelism: 2}, "records 3"},
-		{Config{Pipeline: "passthrough", Records: 1, Parallelism: 2}, "records 1"},
+		{Config{Pipeline: "join", Duration: time.Second, Warmup: time.Second}, "warmup 1s"},
+		{Config{Pipeline: "join", Records: 10, Warmup: -time.Second}, "warmup -1s"},
+		{Config{Pipeline: "join", Records: 1, Parallelism: 2}, "records 1"},
 	} {
 		err := tc.c.Validate()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {

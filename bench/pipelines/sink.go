@@ -42,10 +42,11 @@ type lanes struct {
 
 // lane accumulates what one sink instance saw.
 type lane struct {
-	count uint64
-	sum   uint64
-	hist  *Histogram // allocated at the first sample
-	_     [104]byte  // a lane per 128 bytes: no two writers share a line
+	count   uint64
+	sum     uint64
+	hist    *Histogram // allocated at the first sample
+	sampled int64      // samples generated at or before this Unix ns are not recorded
+	_       [96]byte   // a lane per 128 bytes: no two writers share a line
 }
 
 func newLanes(c Config) *lanes {
@@ -73,11 +74,11 @@ func (ls *lanes) byKey(key uint64) *lane {
 }
 
 // add counts one output record with digest d, sampled at srcNanos if that
-// is not zero.
+// is not zero (and after the warm-up).
 func (l *lane) add(d uint64, srcNanos int64) {
 	l.count++
 	l.sum += d
-	if srcNanos != 0 {
+	if srcNanos > l.sampled {
 		l.sample(srcNanos)
 	}
 }
@@ -87,6 +88,15 @@ func (l *lane) sample(srcNanos int64) {
 		l.hist = new(Histogram)
 	}
 	l.hist.Record(time.Now().UnixNano() - srcNanos)
+}
+
+// startSampling makes the lanes record only the samples generated after
+// warmup from now.
+func (ls *lanes) startSampling(warmup time.Duration) {
+	from := time.Now().Add(warmup).UnixNano()
+	for i := range ls.l {
+		ls.l[i].sampled = from
+	}
 }
 
 // total returns the count and checksum over every lane, and merges their

@@ -77,6 +77,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&c.Duration, "duration", 0, fmt.Sprintf("run unbounded sources this long (default %v without --records)", defaultRunDuration))
 	fs.IntVar(&c.Parallelism, "parallelism", min(runtime.GOMAXPROCS(0), pipelines.MaxParallelism), "instances of every operator")
 	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads, and the baseline's GOMAXPROCS (0: all CPUs)")
+	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the records generated in the run's first D out of the latency figures")
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
@@ -169,6 +170,9 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	pace := "unpaced"
 	if c.Rate > 0 {
 		pace = fmt.Sprintf("rate %.0f/s", c.Rate)
+	}
+	if c.Warmup > 0 {
+		pace += fmt.Sprintf(", latency after a %v warm-up", c.Warmup)
 	}
 	workers := "all CPUs"
 	if c.Workers > 0 {
