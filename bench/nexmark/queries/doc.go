@@ -68,9 +68,14 @@
 // and a merger that keeps each window's hottest auctions. No checkpoints,
 // no key groups: the floor an engine's plumbing is measured against.
 //
-// # Checkpoints
+// # Checkpoints and exactly-once output
 //
-// The engine has no checkpoints yet. The source is already replayable and
-// all query state is in keyed state (ValueState, window state), so a
-// checkpoint interval can be wired in without changing the queries.
+// The source is replayable and all query state is keyed state (value
+// state, window and join state, timers), so a job with checkpoints on
+// restores a query exactly. NewTxnOutput ends the query with a
+// transactional sink (ringflow.TxnSink, e.g. ringflow.FileSink) whose
+// committed rows are exactly the result across failures; the tests inject
+// a source failure mid-run, after a completed checkpoint, and compare the
+// committed rows with the oracle. NewOutput's plain sink may repeat, after
+// a restart, rows emitted since the restored checkpoint.
 package queries

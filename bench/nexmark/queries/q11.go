@@ -12,8 +12,8 @@ type bidderSession = ringflow.WindowResult[int64, int64]
 // 10 s without bids ending a session. The engine's session window of a
 // bidder is [first bid, last bid + gap), which is the SQL's session_start
 // and session_end.
-func q11(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	bidders := ringflow.FlatMap(events(job, cfg), "bidders", func(ev nexmark.Event, out *ringflow.Collector[int64]) {
+func q11(events ringflow.Stream[nexmark.Event], out *Output) {
+	bidders := ringflow.FlatMap(events, "bidders", func(ev nexmark.Event, out *ringflow.Collector[int64]) {
 		if ev.Kind == nexmark.KindBid {
 			out.Emit(ev.Bid.Bidder)
 		}

@@ -24,8 +24,8 @@ type q3Row struct {
 // lives in Oregon, Idaho or California, with the seller's name and city.
 // It is an incremental (unwindowed) join, so it emits each pair as soon as
 // its second half arrives.
-func q3(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	recs := ringflow.FlatMap(events(job, cfg), "people-and-auctions",
+func q3(events ringflow.Stream[nexmark.Event], out *Output) {
+	recs := ringflow.FlatMap(events, "people-and-auctions",
 		func(ev nexmark.Event, out *ringflow.Collector[q3Rec]) {
 			switch {
 			case ev.Kind == nexmark.KindPerson:

@@ -27,8 +27,8 @@ type q5Row struct{ WindowStart, Auction, Num int64 }
 // with the most bids. Bids are counted per auction and window; the counts
 // are then regrouped by window, where the largest wins (Flink's SQL joins
 // the counts with their per-window maximum instead).
-func q5(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	auctions := ringflow.FlatMap(events(job, cfg), "bid-auctions", func(ev nexmark.Event, out *ringflow.Collector[int64]) {
+func q5(events ringflow.Stream[nexmark.Event], out *Output) {
+	auctions := ringflow.FlatMap(events, "bid-auctions", func(ev nexmark.Event, out *ringflow.Collector[int64]) {
 		if ev.Kind == nexmark.KindBid {
 			out.Emit(ev.Bid.Auction)
 		}

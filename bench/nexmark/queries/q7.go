@@ -18,9 +18,9 @@ type q7Row struct {
 // is the window's highest. Bids are grouped by their window; each group
 // keeps only the bids at its running maximum price, which are exactly the
 // bids the SQL's join of the window maximum back with the bids would find.
-func q7(job *ringflow.Job, cfg nexmark.Config, out *Output) {
+func q7(events ringflow.Stream[nexmark.Event], out *Output) {
 	size := q7Size.Milliseconds()
-	bids := ringflow.FlatMap(events(job, cfg), "bids", func(ev nexmark.Event, out *ringflow.Collector[q7Bid]) {
+	bids := ringflow.FlatMap(events, "bids", func(ev nexmark.Event, out *ringflow.Collector[q7Bid]) {
 		if b := &ev.Bid; ev.Kind == nexmark.KindBid {
 			out.Emit(q7Bid{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, DateTime: b.DateTime})
 		}

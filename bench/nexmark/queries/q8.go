@@ -25,8 +25,8 @@ type q8Row struct {
 // seller and window, so that the window join sees each seller once per
 // window and emits each (window, person) once however many auctions they
 // opened.
-func q8(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	recs := ringflow.FlatMap(events(job, cfg), "people-and-auctions", func(ev nexmark.Event, out *ringflow.Collector[q8Rec]) {
+func q8(events ringflow.Stream[nexmark.Event], out *Output) {
+	recs := ringflow.FlatMap(events, "people-and-auctions", func(ev nexmark.Event, out *ringflow.Collector[q8Rec]) {
 		switch ev.Kind {
 		case nexmark.KindPerson:
 			out.Emit(q8Rec{Person: true, ID: ev.Person.ID, Name: ev.Person.Name})

@@ -13,7 +13,7 @@ import (
 // Names lists the queries Build knows, in the order dfbench runs them.
 var Names = []string{"q0", "q1", "q2", "q3", "q5", "q7", "q8", "q11"}
 
-var builders = map[string]func(*ringflow.Job, nexmark.Config, *Output){
+var builders = map[string]func(ringflow.Stream[nexmark.Event], *Output){
 	"q0": q0, "q1": q1, "q2": q2, "q3": q3, "q5": q5, "q7": q7, "q8": q8, "q11": q11,
 }
 
@@ -24,28 +24,49 @@ const (
 )
 
 // Build adds the named query ("q0" ... "q11", see Names) to job: a source
-// of cfg's events (SourceName), the query's operators, and a sink
-// (SinkName) that hands every result row to out. Operators take the job's
-// default parallelism. Run the job to run the query.
+// of cfg's events (SourceName, see Source and Watermarks), the query's
+// operators, and a sink (SinkName) that hands every result row to out.
+// Operators take the job's default parallelism. Run the job to run the
+// query.
 func Build(job *ringflow.Job, query string, cfg nexmark.Config, out *Output) error {
-	build, ok := builders[query]
-	if !ok {
-		return fmt.Errorf("nexmark queries: unknown query %q (have %s)", query, strings.Join(Names, ", "))
-	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("nexmark queries: %w", err)
+		return errorf("%w", err)
+	}
+	if err := checkQuery(query, out); err != nil {
+		return err
+	}
+	return BuildOn(query, ringflow.SourceWithEventTime(job, SourceName, Source(cfg), Watermarks()), out)
+}
+
+// BuildOn adds the named query, reading events, to the stream's job. The
+// stream must carry event time: the events' DateTime, as Watermarks gives.
+func BuildOn(query string, events ringflow.Stream[nexmark.Event], out *Output) error {
+	if err := checkQuery(query, out); err != nil {
+		return err
+	}
+	builders[query](events, out)
+	return nil
+}
+
+func checkQuery(query string, out *Output) error {
+	if _, ok := builders[query]; !ok {
+		return errorf("unknown query %q (have %s)", query, strings.Join(Names, ", "))
 	}
 	if out == nil {
-		return fmt.Errorf("nexmark queries: %s: nil Output (use NewOutput(nil) to count rows only)", query)
+		return errorf("%s: nil Output (use NewOutput(nil) to count rows only)", query)
 	}
-	build(job, cfg, out)
 	return nil
+}
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("nexmark queries: "+format, args...)
 }
 
 // Output receives a query's result rows, as CSV lines without the newline
 // (nexmark.Append*Row), and counts them.
 type Output struct {
 	write func(row []byte) error
+	txn   func() ringflow.TwoPhaseSink[string]
 	rows  atomic.Int64
 	mu    sync.Mutex // serializes write and guards buf
 	buf   []byte
@@ -54,15 +75,35 @@ type Output struct {
 // NewOutput returns an Output that hands each row to write. The sink's
 // subtasks call write one at a time, never concurrently; row is valid only
 // during the call. A nil write only counts rows: they are not even
-// formatted (Flink's Nexmark runner uses a blackhole sink likewise).
+// formatted (Flink's Nexmark runs use a blackhole sink likewise). With
+// checkpoints on, the rows a restarted job emits again after the
+// checkpoint it restored are written (and counted) again: NewTxnOutput
+// gives exactly-once output.
 func NewOutput(write func(row []byte) error) *Output { return &Output{write: write} }
 
-// Rows returns the number of rows the sink has seen so far.
+// NewTxnOutput returns an Output whose rows go into transactions that
+// commit with checkpoints (ringflow.TxnSink), each sink subtask through its
+// own sink from newSink, for instance ringflow.FileSink(dir). With
+// checkpoints on, the committed rows are exactly the query's result, across
+// failures and restarts.
+func NewTxnOutput(newSink func() ringflow.TwoPhaseSink[string]) *Output {
+	return &Output{txn: newSink}
+}
+
+// Rows returns the number of rows the sink has seen so far (for a
+// transactional Output, those in pre-committed transactions), counting
+// again the rows a restarted job emits again.
 func (o *Output) Rows() int64 { return o.rows.Load() }
 
 // sink ends a query: every record of s is formatted by format and handed to
 // out.
 func sink[T any](s ringflow.Stream[T], out *Output, format func(dst []byte, r T) []byte) {
+	if out.txn != nil {
+		ringflow.TxnSink(s, SinkName, func() ringflow.TwoPhaseSink[T] {
+			return &rowSink[T]{TwoPhaseSink: out.txn(), format: format, out: out}
+		})
+		return
+	}
 	ringflow.Sink(s, SinkName, func(r T) error {
 		out.rows.Add(1)
 		if out.write == nil {
@@ -75,9 +116,26 @@ func sink[T any](s ringflow.Stream[T], out *Output, format func(dst []byte, r T)
 	})
 }
 
-// events adds the source of cfg's events, with event time.
-func events(job *ringflow.Job, cfg nexmark.Config) ringflow.Stream[nexmark.Event] {
-	return ringflow.SourceWithEventTime(job, SourceName, Source(cfg), Watermarks())
+// rowSink formats a query's records into the rows of a transactional
+// string sink. Each sink subtask has its own, so it needs no lock.
+type rowSink[T any] struct {
+	ringflow.TwoPhaseSink[string]
+	format func([]byte, T) []byte
+	out    *Output
+	buf    []byte
+	rows   int64 // in the open transaction
+}
+
+func (s *rowSink[T]) Write(r T) error {
+	s.rows++
+	s.buf = s.format(s.buf[:0], r)
+	return s.TwoPhaseSink.Write(string(s.buf))
+}
+
+func (s *rowSink[T]) PreCommit() ([]byte, func() error, error) {
+	s.out.rows.Add(s.rows)
+	s.rows = 0
+	return s.TwoPhaseSink.PreCommit()
 }
 
 // count counts records.
@@ -96,8 +154,4 @@ func windowStart(ts, sizeMs int64) int64 {
 		q--
 	}
 	return q * sizeMs
-}
-
-func errorf(format string, args ...any) error {
-	return fmt.Errorf("nexmark queries: "+format, args...)
 }

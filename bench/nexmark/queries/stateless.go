@@ -10,8 +10,8 @@ import (
 
 // bids projects the bids out of the events, early, so that nothing
 // downstream moves 400-byte events.
-func bids(job *ringflow.Job, cfg nexmark.Config) ringflow.Stream[nexmark.Bid] {
-	return ringflow.FlatMap(events(job, cfg), "bids", func(ev nexmark.Event, out *ringflow.Collector[nexmark.Bid]) {
+func bids(events ringflow.Stream[nexmark.Event]) ringflow.Stream[nexmark.Bid] {
+	return ringflow.FlatMap(events, "bids", func(ev nexmark.Event, out *ringflow.Collector[nexmark.Bid]) {
 		if ev.Kind == nexmark.KindBid {
 			out.Emit(ev.Bid)
 		}
@@ -19,8 +19,8 @@ func bids(job *ringflow.Job, cfg nexmark.Config) ringflow.Stream[nexmark.Bid] {
 }
 
 // q0 passes every bid through.
-func q0(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	sink(bids(job, cfg), out, func(dst []byte, b nexmark.Bid) []byte { return nexmark.AppendQ0Row(dst, &b) })
+func q0(events ringflow.Stream[nexmark.Event], out *Output) {
+	sink(bids(events), out, func(dst []byte, b nexmark.Bid) []byte { return nexmark.AppendQ0Row(dst, &b) })
 }
 
 // q1Bid is a bid with its price in euros: Flink's DECIMAL(23, 3) as an
@@ -35,8 +35,8 @@ type q1Bid struct {
 const euroMilliMax = (1<<63 - 1) / 908
 
 // q1 converts every bid's price from dollars to euros.
-func q1(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	eur := ringflow.Map(bids(job, cfg), "euros", func(b nexmark.Bid) q1Bid {
+func q1(events ringflow.Stream[nexmark.Event], out *Output) {
+	eur := ringflow.Map(bids(events), "euros", func(b nexmark.Bid) q1Bid {
 		if b.Price > euroMilliMax || b.Price < -euroMilliMax {
 			panic(fmt.Errorf("q1: price %d of the bid at %d on auction %d: its euro value overflows",
 				b.Price, b.DateTime, b.Auction))
@@ -68,8 +68,8 @@ func appendQ1Row(dst []byte, b q1Bid) []byte {
 type q2Bid struct{ Auction, Price int64 }
 
 // q2 selects the bids on every 123rd auction.
-func q2(job *ringflow.Job, cfg nexmark.Config, out *Output) {
-	sel := ringflow.FlatMap(events(job, cfg), "select", func(ev nexmark.Event, out *ringflow.Collector[q2Bid]) {
+func q2(events ringflow.Stream[nexmark.Event], out *Output) {
+	sel := ringflow.FlatMap(events, "select", func(ev nexmark.Event, out *ringflow.Collector[q2Bid]) {
 		if ev.Kind == nexmark.KindBid && ev.Bid.Auction%123 == 0 {
 			out.Emit(q2Bid{ev.Bid.Auction, ev.Bid.Price})
 		}
