@@ -68,7 +68,8 @@ type Checkpoints struct {
 
 	snap       *SnapshotReport // taken, not yet complete
 	last       uint64          // id of the last snapshot taken
-	finalDone  bool            // the checkpoint after which output ended is complete
+	final      uint64          // a source's final checkpoint, once triggered
+	completed  uint64          // highest checkpoint known complete
 	srcDone    bool            // a source task has read all input
 	reportedEO bool
 }
@@ -145,7 +146,9 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 	t.Checkpoints.Coord.Snapshotted(t, r)
 	t.forward(ring.Barrier{ID: m.id, Trigger: m.trigger, Kind: ring.Aligned})
 	if m.final {
-		t.finish()
+		// END follows once this checkpoint completes; if it fails, the
+		// coordinator triggers another final one.
+		t.Checkpoints.final = m.id
 	}
 	t.flushAll()
 	return nil
@@ -196,11 +199,17 @@ func (t *Task) notifyComplete(id uint64) error {
 			}
 		}
 	}
-	if t.finishing && id >= t.Checkpoints.last {
-		t.Checkpoints.finalDone = true
+	c := t.Checkpoints
+	c.completed = max(c.completed, id)
+	if c.final != 0 && id >= c.final {
+		t.finish() // a source's output ends after its final checkpoint
 	}
 	return nil
 }
+
+// committed reports whether the last checkpoint the task took part in has
+// completed: a finishing task waits for it, so that its output is committed.
+func (c *Checkpoints) committed() bool { return c.completed >= c.last }
 
 func (t *Task) notifyAborted(id uint64, now time.Time) error {
 	c := t.Checkpoints

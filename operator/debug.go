@@ -13,7 +13,7 @@ func (t *Task) String() string {
 		c.mail.Lock()
 		msgs := fmt.Sprint(c.mail.msgs)
 		c.mail.Unlock()
-		fmt.Fprintf(&b, " ckpt{last=%d finalDone=%v srcDone=%v snap=%v mail=%v %s steps=%d}", c.last, c.finalDone, c.srcDone,
+		fmt.Fprintf(&b, " ckpt{last=%d completed=%d srcDone=%v snap=%v mail=%v %s steps=%d}", c.last, c.completed, c.srcDone,
 			c.snap != nil, c.hasMail.Load(), msgs, t.steps)
 		if c.Aligner != nil {
 			fmt.Fprintf(&b, " pending=%d", c.Aligner.Pending())

@@ -111,7 +111,7 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 	}
 	if t.finishing {
 		t.flushAll()
-		if t.Checkpoints != nil && !t.Checkpoints.finalDone {
+		if t.Checkpoints != nil && !t.Checkpoints.committed() {
 			return sched.Idle, nil // the final checkpoint commits the output
 		}
 		return sched.Done, nil
