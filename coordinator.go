@@ -340,9 +340,11 @@ func (c *coordinator) failLocked(id uint64, trigger time.Time, err error, final 
 	c.mu.failures++
 	c.job.recordCheckpoint(CheckpointStats{ID: id, Trigger: trigger, Duration: now.Sub(trigger),
 		Status: "failed: " + err.Error(), Final: final})
+	if final {
+		c.mu.final = 0 // a new final checkpoint is triggered, if tolerated
+		signal(c.poke)
+	}
 	switch {
-	case final:
-		c.fail(fmt.Errorf("%w: final checkpoint %d: %v", ErrCheckpoint, id, err))
 	case c.mu.failures > c.cfg.TolerableFailures:
 		c.fail(fmt.Errorf("%w: checkpoint %d: %v (%d failed in a row, %d tolerated)",
 			ErrCheckpoint, id, err, c.mu.failures, c.cfg.TolerableFailures))
