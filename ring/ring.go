@@ -69,8 +69,13 @@ type Ring struct {
 	prodWaker Waker
 
 	closed atomic.Bool
-	w      Writer
-	r      Reader
+	// NB: the writer's and the reader's private state live on their own
+	// 128-byte lines: they are written on every frame by different threads.
+	_ [128]byte
+	w Writer
+	_ [128]byte
+	r Reader
+	_ [128]byte
 }
 
 // Waker is called by one side of a ring to wake the other side after that
