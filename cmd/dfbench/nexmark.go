@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type nexmarkOptions struct {
 	parallelism int
 	workers     int
 	checkpoint  time.Duration
+	stateDir    string
 	output      string
 	dump        string
 	baseline    string
@@ -39,19 +41,33 @@ type nexmarkOptions struct {
 
 // nexmarkResult is one query's measurement.
 type nexmarkResult struct {
-	Query              string          `json:"query"`
-	Events             uint64          `json:"events"`
-	EventsPerSecond    int             `json:"event_time_rate"`
-	Parallelism        int             `json:"parallelism"`
-	Workers            int             `json:"workers"`
-	Seconds            float64         `json:"seconds"`
-	Throughput         float64         `json:"events_per_s"`
-	Cores              float64         `json:"cores_used"`
-	PerCore            float64         `json:"events_per_s_per_core"`
-	Rows               int64           `json:"output_rows"`
-	CheckpointInterval string          `json:"checkpoint_interval"`
-	Checkpoints        *struct{}       `json:"checkpoints"` // null: the engine has no checkpoints yet
-	Baseline           *baselineResult `json:"baseline_chan,omitempty"`
+	Query              string           `json:"query"`
+	Events             uint64           `json:"events"`
+	EventsPerSecond    int              `json:"event_time_rate"`
+	Parallelism        int              `json:"parallelism"`
+	Workers            int              `json:"workers"`
+	Seconds            float64          `json:"seconds"`
+	Throughput         float64          `json:"events_per_s"`
+	Cores              float64          `json:"cores_used"`
+	PerCore            float64          `json:"events_per_s_per_core"`
+	Rows               int64            `json:"output_rows"`
+	CheckpointInterval string           `json:"checkpoint_interval"` // "0s": checkpoints off
+	Checkpoints        *checkpointStats `json:"checkpoints"`         // null when off
+	Baseline           *baselineResult  `json:"baseline_chan,omitempty"`
+}
+
+// checkpointStats sum up a run's checkpoints.
+type checkpointStats struct {
+	Completed      int     `json:"completed"`
+	Failed         int     `json:"failed"`
+	Final          bool    `json:"final_completed"` // the one at the end of input
+	Unaligned      int     `json:"unaligned_subtasks"`
+	DurationMeanMs float64 `json:"duration_mean_ms"`
+	DurationMaxMs  float64 `json:"duration_max_ms"`
+	AlignmentMaxMs float64 `json:"alignment_max_ms"`
+	BytesWritten   uint64  `json:"bytes_written"`
+	BytesReused    uint64  `json:"bytes_reused"`
+	Restarts       int     `json:"restarts"`
 }
 
 // baselineResult is the plain-Go (goroutines and channels) run of a query.
@@ -77,8 +93,10 @@ func runNexmark(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.parallelism, "parallelism", runtime.GOMAXPROCS(0), "subtasks per operator")
 	fs.IntVar(&o.workers, "workers", 0, "worker threads (0: the usable CPUs)")
 	fs.DurationVar(&o.checkpoint, "checkpoint-interval", 10*time.Second,
-		"checkpoint interval (accepted; the engine has no checkpoints yet)")
-	fs.StringVar(&o.output, "output", "", "write the result rows as CSV to this file (with --query all: FILE with the query name before its extension)")
+		"exactly-once checkpoint interval (0: no checkpoints); a final checkpoint is taken at the end of input")
+	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the checkpoint store (default: a fresh temporary directory per query, removed after)")
+	fs.StringVar(&o.output, "output", "", "write the result rows as CSV to this file (with --query all: FILE with the query name before its extension); "+
+		"with checkpoints, the rows committed by checkpoints, exactly once")
 	fs.StringVar(&o.dump, "dump", "", "write the generated events as JSON lines to this file (before the run, untimed)")
 	fs.StringVar(&o.baseline, "baseline", "", `"chan": also run q0, q1, q2 and q5 as plain Go (goroutines and channels of batches)`)
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object per query instead of a table")
@@ -162,11 +180,16 @@ func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexma
 	if r.Workers == 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
 	}
+	ck, cleanup, err := o.checkpointConfig(q)
+	if err != nil {
+		return r, err
+	}
+	defer cleanup()
 	out, closeOut, err := o.openOutput(q, many)
 	if err != nil {
 		return r, err
 	}
-	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism})
+	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Checkpoint: ck})
 	if err := queries.Build(job, q, cfg, out); err != nil {
 		closeOut()
 		return r, err
@@ -179,6 +202,9 @@ func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexma
 		return r, err
 	}
 	r.Seconds, r.Throughput, r.Cores, r.PerCore, r.Rows = m.seconds, m.throughput, m.cores, m.perCore, out.Rows()
+	if ck.Interval > 0 {
+		r.Checkpoints = summarize(job)
+	}
 	if o.baseline == "chan" && queries.HasChanBaseline(q) {
 		bout := queries.NewOutput(nil)
 		bm, err := timed(func() error { return queries.RunChan(q, cfg, o.parallelism, bout) }, cfg.NumEvents)
@@ -227,8 +253,57 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// openOutput returns the query's Output: rows to --output's file as CSV,
-// or only counted.
+// checkpointConfig returns the checkpoint settings of one query's run,
+// and what removes the state directory it made.
+func (o *nexmarkOptions) checkpointConfig(q string) (ringflow.CheckpointConfig, func(), error) {
+	if o.checkpoint == 0 {
+		return ringflow.CheckpointConfig{}, func() {}, nil
+	}
+	if o.stateDir != "" {
+		dir := filepath.Join(o.stateDir, q)
+		return ringflow.CheckpointConfig{Interval: o.checkpoint, StateDir: dir}, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "dfbench-nexmark-"+q+"-")
+	if err != nil {
+		return ringflow.CheckpointConfig{}, nil, err
+	}
+	return ringflow.CheckpointConfig{Interval: o.checkpoint, StateDir: dir}, func() { os.RemoveAll(dir) }, nil
+}
+
+// summarize sums up a job's checkpoints.
+func summarize(job *ringflow.Job) *checkpointStats {
+	s := &checkpointStats{Restarts: job.Restarts()}
+	var total time.Duration
+	for _, c := range job.Checkpoints() {
+		if c.Status != "completed" {
+			s.Failed++
+			continue
+		}
+		s.Completed++
+		s.Final = s.Final || c.Final
+		total += c.Duration
+		s.DurationMaxMs = max(s.DurationMaxMs, ms(c.Duration))
+		s.BytesWritten += c.BytesWritten
+		s.BytesReused += c.BytesReused
+		for _, st := range c.Subtasks {
+			s.AlignmentMaxMs = max(s.AlignmentMaxMs, ms(st.Alignment))
+			if st.Unaligned {
+				s.Unaligned++
+			}
+		}
+	}
+	if s.Completed > 0 {
+		s.DurationMeanMs = ms(total) / float64(s.Completed)
+	}
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// openOutput returns the query's Output: only counted without --output;
+// with it, rows go to the file as CSV lines: written directly without
+// checkpoints, and with checkpoints through a transactional file sink
+// whose committed part files are concatenated into the file at the end.
 func (o *nexmarkOptions) openOutput(q string, many bool) (*queries.Output, func() error, error) {
 	if o.output == "" {
 		return queries.NewOutput(nil), func() error { return nil }, nil
@@ -243,21 +318,54 @@ func (o *nexmarkOptions) openOutput(q string, many bool) (*queries.Output, func(
 		return nil, nil, err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	out := queries.NewOutput(func(row []byte) error {
-		w.Write(row)
-		return w.WriteByte('\n')
-	})
-	closeOut := func() error {
-		err := w.Flush()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+	closeOut := func(parts string) error {
+		err := appendParts(w, parts)
+		err = errors.Join(err, w.Flush(), f.Close())
 		if err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		return nil
 	}
-	return out, closeOut, nil
+	if o.checkpoint > 0 {
+		parts := path + ".parts"
+		if err := os.RemoveAll(parts); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		return queries.NewTxnOutput(ringflow.FileSink(parts)), func() error { return closeOut(parts) }, nil
+	}
+	out := queries.NewOutput(func(row []byte) error {
+		w.Write(row)
+		return w.WriteByte('\n')
+	})
+	return out, func() error { return closeOut("") }, nil
+}
+
+// appendParts appends the committed part files of a file sink's directory
+// to w, in name order, and removes the directory.
+func appendParts(w io.Writer, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries { // ReadDir sorts by name
+		if !strings.HasPrefix(e.Name(), "part-") {
+			continue
+		}
+		part, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, part)
+		part.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // dumpEvents writes cfg's events as JSON lines.
@@ -305,15 +413,26 @@ func printNexmark(w io.Writer, o nexmarkOptions, results []nexmarkResult) error 
 	r0 := results[0]
 	fmt.Fprintf(w, "nexmark: %d events (event-time rate %d/s), parallelism %d, %d workers\n",
 		r0.Events, r0.EventsPerSecond, r0.Parallelism, r0.Workers)
-	fmt.Fprintf(w, "checkpoints: not available (the engine has none yet; --checkpoint-interval %v is not applied)\n\n", o.checkpoint)
+	if o.checkpoint == 0 {
+		fmt.Fprintf(w, "checkpoints: off\n")
+	} else {
+		fmt.Fprintf(w, "checkpoints: exactly-once, every %v, and a final one at the end of input\n", o.checkpoint)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	header := "query\tevents/s\tcores\tevents/s/core\trows\tseconds\t"
+	header := "query\tevents/s\tcores\tevents/s/core\trows\tseconds\tcheckpoints\tmean ms\tmax ms\tstate MB\t"
 	if o.baseline != "" {
 		header += "chan events/s\tchan cores\tchan events/s/core\tringflow ÷ chan\tper core\t"
 	}
 	fmt.Fprintln(tw, header)
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%d\t%.2f\t", r.Query, si(r.Throughput), r.Cores, si(r.PerCore), r.Rows, r.Seconds)
+		if c := r.Checkpoints; c != nil {
+			fmt.Fprintf(tw, "%d (%d failed)\t%.0f\t%.0f\t%.1f\t", c.Completed, c.Failed, c.DurationMeanMs, c.DurationMaxMs,
+				float64(c.BytesWritten)/1e6)
+		} else {
+			fmt.Fprint(tw, "off\t-\t-\t-\t")
+		}
 		if b := r.Baseline; b != nil {
 			fmt.Fprintf(tw, "%s\t%.2f\t%s\t%.2f×\t%.2f×\t", si(b.Throughput), b.Cores, si(b.PerCore), b.Ratio, b.PerCoreRatio)
 		} else if o.baseline != "" {

@@ -35,15 +35,33 @@ func TestNexmarkFlagErrors(t *testing.T) {
 	}
 }
 
+// A state directory that cannot be made fails the run with the reason.
+func TestNexmarkBadStateDir(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := dfbench([]string{"nexmark", "--query", "q0", "--events", "10", "--state-dir", "/proc/nonexistent/x"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "open checkpoint store") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 naming the checkpoint store", code, stderr.String())
+	}
+}
+
 // Every query run through the command writes, with --output, exactly the
-// rows the oracle computes from the events --dump wrote; --json reports
-// the same row counts, and the chan baseline agrees where there is one.
+// rows the oracle computes from the events --dump wrote, with checkpoints
+// (rows through a transactional file sink) and without; --json reports the
+// same row counts and the checkpoints, and the chan baseline agrees where
+// there is one.
 func TestNexmarkOutputMatchesDump(t *testing.T) {
+	for _, interval := range []string{"5ms", "0"} {
+		t.Run("checkpoint-interval="+interval, func(t *testing.T) { testOutputMatchesDump(t, interval) })
+	}
+}
+
+func testOutputMatchesDump(t *testing.T, interval string) {
 	dir := t.TempDir()
 	dump, output := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "rows.csv")
 	var stdout, stderr bytes.Buffer
 	code := dfbench([]string{"nexmark", "--query", "all", "--events", "40000", "--rate", "2000",
-		"--parallelism", "2", "--workers", "2", "--dump", dump, "--output", output, "--json", "--baseline", "chan"},
+		"--parallelism", "2", "--workers", "2", "--dump", dump, "--output", output, "--json", "--baseline", "chan",
+		"--checkpoint-interval", interval},
 		&stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -71,8 +89,11 @@ func TestNexmarkOutputMatchesDump(t *testing.T) {
 		if d := oracle.Diff(got, want); d != "" {
 			t.Errorf("%s: --output differs from the oracle over --dump: %s", q, d)
 		}
-		if r.Query != q || r.Rows != int64(len(want)) || r.Events != 40000 || r.Checkpoints != nil {
-			t.Errorf("%s: JSON %+v; want query %s, %d rows, 40000 events, no checkpoints", q, r, q, len(want))
+		if r.Query != q || r.Rows != int64(len(want)) || r.Events != 40000 {
+			t.Errorf("%s: JSON %+v; want query %s, %d rows, 40000 events", q, r, q, len(want))
+		}
+		if c := r.Checkpoints; (interval == "0") != (c == nil) || c != nil && (!c.Final || c.Failed > 0) {
+			t.Errorf("%s: checkpoints %+v at interval %s; want none when off, else a completed final one and no failure", q, c, interval)
 		}
 		if queries.HasChanBaseline(q) != (r.Baseline != nil) {
 			t.Errorf("%s: baseline %+v", q, r.Baseline)
@@ -105,7 +126,7 @@ func TestNexmarkTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"checkpoints: not available", "events/s/core", "q2", "ringflow ÷ chan"} {
+	for _, want := range []string{"checkpoints: exactly-once, every 10s", "events/s/core", "q2", "ringflow ÷ chan"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
