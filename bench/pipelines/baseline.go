@@ -44,7 +44,7 @@ type winResult struct {
 }
 
 // runChan runs c's pipeline on goroutines and channels.
-func runChan(ctx context.Context, c Config, produced *counters, sinks *lanes) error {
+func runChan(ctx context.Context, c Config, produced *counters, sinks *lanes, _ *Result) error {
 	var wg sync.WaitGroup
 	p := c.Parallelism
 	var recs pool[Record]

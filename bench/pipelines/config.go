@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ringflow/ringflow"
 )
 
 // Names lists the pipelines, in the order the package doc describes them.
@@ -45,9 +47,32 @@ type Config struct {
 	// EventStride is the number of records per millisecond of event time
 	// (window and join); 0: the default the package doc gives.
 	EventStride uint64
+	// HotKeys, if not 0, limits which keys change: the sources' first Keys
+	// records (sequence numbers 0..Keys-1) take every key once, in order,
+	// and every later record a key below HotKeys. A keyed pipeline's state
+	// then holds every key, while only HotKeys of them change after the
+	// first Keys records (see the package doc).
+	HotKeys uint64
 	// Progress, if set, is called about every ProgressInterval from another
 	// goroutine, and once more, with Done set, when the run ends.
 	Progress func(Progress)
+
+	// The rest applies to ringflow only; the baseline ignores it.
+
+	// Checkpoint configures ringflow's checkpoints; they are on when
+	// Checkpoint.Interval is positive, and then need a StateDir. A run on
+	// a StateDir holding a complete checkpoint resumes from it.
+	Checkpoint ringflow.CheckpointConfig
+	// Restart is what the job does when a task fails (FailAfter).
+	Restart ringflow.RestartStrategy
+	// SinkDir, if set, sends the output through ringflow's transactional
+	// file sink into this directory, one text line per output record
+	// (see the package doc for the lines); it needs checkpoints.
+	SinkDir string
+	// FailAfter, if not 0, makes an operator behind the (left) source fail
+	// once per Run, at the first record after FailAfter it sees; it needs
+	// checkpoints and Restart.Attempts of at least 1 to recover.
+	FailAfter uint64
 }
 
 // Progress says how far a run has come.
@@ -107,6 +132,16 @@ func (c Config) Validate() error {
 		return bad("rate %v: must be a non-negative number of records per second", c.Rate)
 	case c.Pipeline == "join" && c.Records == 1:
 		return bad("records 1: the join needs at least 2, one per source")
+	case c.HotKeys > c.Keys:
+		return bad("hot keys %d: must not exceed the %d keys", c.HotKeys, c.Keys)
+	case c.Checkpoint.Interval < 0:
+		return bad("checkpoint interval %v: must not be negative", c.Checkpoint.Interval)
+	case c.SinkDir != "" && c.Checkpoint.Interval == 0:
+		return bad("sink directory %q: the transactional file sink commits only on checkpoints; set a checkpoint interval", c.SinkDir)
+	case c.FailAfter > 0 && c.Checkpoint.Interval == 0:
+		return bad("fail after %d records: recovery needs checkpoints; set a checkpoint interval", c.FailAfter)
+	case c.FailAfter > 0 && c.Restart.Attempts < 1:
+		return bad("fail after %d records: needs at least 1 restart attempt", c.FailAfter)
 	}
 	return nil
 }
@@ -122,6 +157,15 @@ type Result struct {
 	CPUSeconds    float64 `json:"cpu_seconds"`     // user+system CPU time of the process during the run
 	RecordsPerSec float64 `json:"records_per_sec"` // Records / Seconds
 	Latency       Latency `json:"latency_us"`      // sampled source-to-sink latency
+
+	// Checkpoints are ringflow's checkpoint statistics (Job.Checkpoints),
+	// oldest first; empty without checkpoints and for the baseline.
+	Checkpoints []ringflow.CheckpointStats `json:"-"`
+	// Restarts is how often the ringflow job restored after a failure.
+	Restarts int `json:"restarts"`
+	// RestoredFrom is the checkpoint the ringflow job's latest start or
+	// restart restored, 0 if it started afresh.
+	RestoredFrom uint64 `json:"restored_from"`
 }
 
 // Latency summarises sampled latencies, in microseconds.
@@ -154,7 +198,8 @@ func RunBaseline(ctx context.Context, c Config) (Result, error) {
 
 // runner runs one pipeline to completion on one engine, counting what its
 // sources produce into produced and what its sinks receive into sinks.
-type runner func(ctx context.Context, c Config, produced *counters, sinks *lanes) error
+// It may fill in res's engine-specific fields.
+type runner func(ctx context.Context, c Config, produced *counters, sinks *lanes, res *Result) error
 
 func run(ctx context.Context, c Config, engine string, r runner) (Result, error) {
 	if err := c.Validate(); err != nil {
@@ -173,7 +218,8 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	sinks.startSampling(c.Warmup)
 	cpu0 := cpuTime()
 	start := time.Now()
-	err := r(runCtx, c, produced, sinks)
+	var res Result
+	err := r(runCtx, c, produced, sinks, &res)
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
 	stop()
@@ -183,8 +229,8 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	if err != nil && !(c.Duration > 0 && errors.Is(err, context.DeadlineExceeded)) {
 		return Result{}, fmt.Errorf("%s %s: %w", engine, c.Pipeline, err)
 	}
-	res := Result{Engine: engine, Pipeline: c.Pipeline, Records: produced.sum(), Seconds: elapsed.Seconds(),
-		CPUSeconds: cpu.Seconds()}
+	res.Engine, res.Pipeline, res.Records = engine, c.Pipeline, produced.sum()
+	res.Seconds, res.CPUSeconds = elapsed.Seconds(), cpu.Seconds()
 	var hist Histogram
 	res.SinkRecords, res.Checksum = sinks.total(&hist)
 	res.Latency = latencyOf(&hist)

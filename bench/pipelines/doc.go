@@ -13,7 +13,7 @@
 // more). Record seq of a source with seed s is
 //
 //	h        = splitmix64(s + (seq+1)·φ)         φ = 0x9e3779b97f4a7c15
-//	Key      = ⌊h · Keys / 2⁶⁴⌋                  uniform in [0, Keys)
+//	Key      = ⌊h · Keys / 2⁶⁴⌋                  uniform in [0, Keys) (see HotKeys below for the other pattern)
 //	Value    = 1                                 a count of one, as in a word count
 //	SrcNanos = wall clock (Unix ns) if h mod 1024 = 0, else 0
 //
@@ -108,6 +108,36 @@
 // to exactly one subtask. The job's MaxParallelism is therefore fixed at
 // 128.
 //
-// Checkpoints are not implemented in ringflow yet; there is nothing to
-// configure or report about them here.
+// # Checkpoints, recovery and the file sink (ringflow only)
+//
+// Config.Checkpoint is passed to ringflow as is, and Result.Checkpoints
+// returns Job.Checkpoints. A run on a state directory that holds a
+// complete checkpoint resumes from it (the engine does that): its sources
+// start at their recorded positions, so Records, SinkRecords and the
+// checksum then cover only this run's share.
+//
+// With Config.SinkDir the output goes through ringflow.TxnSink and
+// ringflow.FileSink: the directory holds committed part files only, one
+// line per output record, unsigned decimal fields separated by a space:
+//
+//	passthrough, map-filter   Seq Key Value
+//	keyed-count               Key Value          (Value: the key's count so far)
+//	window                    Key Start Count
+//	join                      Key LeftSeq RightSeq
+//
+// A "format" map in front of the file sink makes the lines and still
+// counts each record in its lane, so Result keeps its count, checksum and
+// latency; after an in-place restart those include the replayed records,
+// while the committed lines hold each record exactly once.
+//
+// Config.FailAfter adds a "fail-after" map behind the (left) source that
+// panics once per Run, at the first record after FailAfter it sees; with
+// Config.Restart the job then restores its latest complete checkpoint in
+// place.
+//
+// Config.HotKeys makes the key pattern that measures incremental
+// checkpoints: records 0..Keys-1 take keys 0..Keys-1 in order (every key
+// enters the state once), and every later record a key drawn uniformly
+// below HotKeys. After the first Keys records, a checkpoint interval
+// changes at most HotKeys keys of the Keys in the state.
 package pipelines

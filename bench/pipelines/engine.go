@@ -2,61 +2,152 @@ package pipelines
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringflow/ringflow"
 )
 
 // runEngine builds c's pipeline as a ringflow job and runs it.
-func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes) error {
+func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, res *Result) error {
 	job := ringflow.NewJob(ringflow.Config{Workers: c.Workers, Parallelism: c.Parallelism,
-		MaxParallelism: MaxParallelism, NoPin: c.NoPin})
+		MaxParallelism: MaxParallelism, NoPin: c.NoPin, Checkpoint: c.Checkpoint, Restart: c.Restart})
 	key := func(r Record) uint64 { return r.Key }
 	windows := ringflow.TumblingWindows(windowSizeMs * time.Millisecond)
+	fail := &failInjector{after: c.FailAfter}
 	switch c.Pipeline {
 	case "passthrough":
-		src := ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0))
+		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
+		if c.SinkDir != "" {
+			toFile(c, src, func(r *Record) *lane { return sinks.bySeq(r.Seq) }, digestRecord, recordLine)
+			break
+		}
 		ringflow.Sink(src, "sink", func(r Record) error {
 			sinks.bySeq(r.Seq).add(digestRecord(&r), r.SrcNanos)
 			return nil
 		})
 	case "map-filter":
-		src := ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0))
+		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
 		kept := ringflow.Filter(ringflow.Map(src, "map", mapValue), "filter", keepValue)
+		if c.SinkDir != "" {
+			toFile(c, kept, func(r *Record) *lane { return sinks.bySeq(r.Seq) }, digestRecord, recordLine)
+			break
+		}
 		ringflow.Sink(kept, "sink", func(r Record) error {
 			sinks.bySeq(r.Seq).add(digestRecord(&r), r.SrcNanos)
 			return nil
 		})
 	case "keyed-count":
-		src := ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0))
+		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
 		counts := ringflow.Reduce(ringflow.KeyBy(src, key), "count", func(acc, r Record) Record {
 			r.Value += acc.Value
 			return r
 		})
+		if c.SinkDir != "" {
+			toFile(c, counts, func(r *Record) *lane { return sinks.byKey(r.Key) }, digestCount, countLine)
+			break
+		}
 		ringflow.Sink(counts, "sink", func(r Record) error {
 			sinks.byKey(r.Key).add(digestCount(&r), r.SrcNanos)
 			return nil
 		})
 	case "window":
-		src := ringflow.SourceWithEventTime(job, "source", newEngineSource(c, seedMain, produced, 0),
-			eventTime(c.EventStride))
+		src := fail.wrap(ringflow.SourceWithEventTime(job, "source", newEngineSource(c, seedMain, produced, 0),
+			eventTime(c.EventStride)))
 		wins := ringflow.Window(ringflow.KeyBy(src, key), "window", windows, countAgg{})
+		if c.SinkDir != "" {
+			toFile(c, wins, func(w *windowOut) *lane { return sinks.byKey(w.Key) }, digestWindowOut, windowLine)
+			break
+		}
 		ringflow.Sink(wins, "sink", func(w ringflow.WindowResult[uint64, WindowCount]) error {
 			sinks.byKey(w.Key).add(digestWindow(w.Key, w.Start, w.Value.Count), w.Value.SrcNanos)
 			return nil
 		})
 	case "join":
-		left := ringflow.SourceWithEventTime(job, "left", newEngineSource(c, seedMain, produced, 0),
-			eventTime(c.EventStride))
+		left := fail.wrap(ringflow.SourceWithEventTime(job, "left", newEngineSource(c, seedMain, produced, 0),
+			eventTime(c.EventStride)))
 		right := ringflow.SourceWithEventTime(job, "right", newEngineSource(c, seedRight, produced, c.Parallelism),
 			eventTime(c.EventStride))
 		pairs := ringflow.WindowJoin(ringflow.KeyBy(left, key), ringflow.KeyBy(right, key), "join", windows, joinPair)
+		if c.SinkDir != "" {
+			toFile(c, pairs, func(j *Joined) *lane { return sinks.byKey(j.Key) }, digestJoined, joinedLine)
+			break
+		}
 		ringflow.Sink(pairs, "sink", func(j Joined) error {
 			sinks.byKey(j.Key).add(digestJoined(&j), j.SrcNanos)
 			return nil
 		})
 	}
-	return job.Run(ctx)
+	err := job.Run(ctx)
+	res.Checkpoints, res.Restarts, res.RestoredFrom = job.Checkpoints(), job.Restarts(), job.RestoredFrom()
+	return err
+}
+
+// failInjector is the operator Config.FailAfter adds behind the (left)
+// source: it panics, which fails its task, at the first record after
+// `after` it sees in one Run, and never again in that Run.
+type failInjector struct {
+	after  uint64
+	seen   atomic.Uint64
+	failed atomic.Bool
+}
+
+// wrap returns s, behind the failing operator if the injector is armed.
+func (f *failInjector) wrap(s ringflow.Stream[Record]) ringflow.Stream[Record] {
+	if f.after == 0 {
+		return s
+	}
+	return ringflow.Map(s, "fail-after", func(r Record) Record {
+		if n := f.seen.Add(1); n > f.after && f.failed.CompareAndSwap(false, true) {
+			panic(fmt.Sprintf("dfbench: failure injected at record %d (--fail-after %d)", n, f.after))
+		}
+		return r
+	})
+}
+
+// toFile sends s through ringflow's transactional file sink into
+// c.SinkDir, one line per record; the formatting operator also counts the
+// record in its lane, so that Result still has a count and checksum.
+func toFile[T any](c Config, s ringflow.Stream[T], laneOf func(*T) *lane, digest func(*T) uint64,
+	line func([]byte, *T) ([]byte, int64)) {
+	lines := ringflow.Map(s, "format", func(r T) string {
+		b, srcNanos := line(make([]byte, 0, 64), &r)
+		laneOf(&r).add(digest(&r), srcNanos)
+		return string(b)
+	})
+	ringflow.TxnSink(lines, "sink", ringflow.FileSink(c.SinkDir))
+}
+
+// windowOut is the window pipeline's output record.
+type windowOut = ringflow.WindowResult[uint64, WindowCount]
+
+func digestWindowOut(w *windowOut) uint64 { return digestWindow(w.Key, w.Start, w.Value.Count) }
+
+// The lines of the file sink (Config.SinkDir), fields separated by a
+// space; each also returns the record's SrcNanos.
+func recordLine(b []byte, r *Record) ([]byte, int64) {
+	return fields(b, r.Seq, r.Key, uint64(r.Value)), r.SrcNanos
+}
+func countLine(b []byte, r *Record) ([]byte, int64) {
+	return fields(b, r.Key, uint64(r.Value)), r.SrcNanos
+}
+func windowLine(b []byte, w *windowOut) ([]byte, int64) {
+	return fields(b, w.Key, uint64(w.Start), uint64(w.Value.Count)), w.Value.SrcNanos
+}
+func joinedLine(b []byte, j *Joined) ([]byte, int64) {
+	return fields(b, j.Key, j.LeftSeq, j.RightSeq), j.SrcNanos
+}
+
+func fields(b []byte, vs ...uint64) []byte {
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendUint(b, v, 10)
+	}
+	return b
 }
 
 // eventTime returns the watermark strategy of the event-time pipelines:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringflow/ringflow"
 )
 
 // oracle computes the count and checksum of c's pipeline's output directly,
@@ -223,6 +225,12 @@ func TestValidate(t *testing.T) {
 		{Config{Pipeline: "join", Duration: time.Second, Warmup: time.Second}, "warmup 1s"},
 		{Config{Pipeline: "join", Records: 10, Warmup: -time.Second}, "warmup -1s"},
 		{Config{Pipeline: "join", Records: 1, Parallelism: 2}, "records 1"},
+		{Config{Pipeline: "keyed-count", Records: 10, Keys: 5, HotKeys: 6}, "hot keys 6"},
+		{Config{Pipeline: "keyed-count", Records: 10, Checkpoint: ringflow.CheckpointConfig{Interval: -1}}, "checkpoint interval -1ns"},
+		{Config{Pipeline: "keyed-count", Records: 10, SinkDir: "out"}, `sink directory "out"`},
+		{Config{Pipeline: "keyed-count", Records: 10, FailAfter: 3}, "fail after 3 records: recovery needs checkpoints"},
+		{Config{Pipeline: "keyed-count", Records: 10, FailAfter: 3,
+			Checkpoint: ringflow.CheckpointConfig{Interval: time.Second}}, "at least 1 restart"},
 	} {
 		err := tc.c.Validate()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {

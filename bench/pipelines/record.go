@@ -56,6 +56,7 @@ const (
 type gen struct {
 	keys uint64
 	seed uint64
+	hot  uint64 // Config.HotKeys
 }
 
 // mix64 is splitmix64's finalizer: a bijection that spreads every input
@@ -80,9 +81,30 @@ func (g gen) record(seq uint64) Record {
 // rather than calling record, which is too big to inline: a call per record
 // returning a 40-byte struct costs several times the work itself.
 func (g gen) fill(buf []Record, seq, step uint64) {
+	if g.hot != 0 {
+		g.fillHot(buf, seq, step)
+		return
+	}
 	for i := range buf {
 		h := mix64(g.seed + (seq+1)*0x9e3779b97f4a7c15)
 		key, _ := bits.Mul64(h, g.keys)
+		buf[i] = Record{Seq: seq, Key: key, Value: 1}
+		if h&sampleMask == 0 {
+			buf[i].SrcNanos = nowNanos()
+		}
+		seq += step
+	}
+}
+
+// fillHot is fill with Config.HotKeys: record seq takes key seq while seq
+// is below keys, and then a key below hot, uniformly.
+func (g gen) fillHot(buf []Record, seq, step uint64) {
+	for i := range buf {
+		h := mix64(g.seed + (seq+1)*0x9e3779b97f4a7c15)
+		key := seq
+		if seq >= g.keys {
+			key, _ = bits.Mul64(h, g.hot)
+		}
 		buf[i] = Record{Seq: seq, Key: key, Value: 1}
 		if h&sampleMask == 0 {
 			buf[i].SrcNanos = nowNanos()

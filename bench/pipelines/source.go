@@ -46,7 +46,7 @@ func specOf(c Config, seed uint64) sourceSpec {
 
 // sourceGen returns the generator of the source with the given seed.
 func sourceGen(c Config, seed uint64) gen {
-	return gen{keys: c.Keys, seed: seed}
+	return gen{keys: c.Keys, seed: seed, hot: c.HotKeys}
 }
 
 // init prepares instance sub of par to generate from the emitted'th of its

@@ -7,16 +7,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/pipelines"
 )
 
@@ -30,6 +33,7 @@ type runFlags struct {
 	baseline   string
 	json       bool
 	cpuProfile string
+	mode       string // --mode
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -39,6 +43,11 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	cleanup, err := runStateDir(&f.cfg)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	f.cfg.Progress = progressBar(stderr, f.cfg, "ringflow")
 	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile)
 	if err != nil {
@@ -54,14 +63,17 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		base = &b
 	}
 	if f.json {
-		err = json.NewEncoder(stdout).Encode(runJSONOf(engine, base))
+		err = json.NewEncoder(stdout).Encode(runJSONOf(f.cfg, engine, base))
 	} else {
 		err = printRun(stdout, f.cfg, engine, base)
 	}
 	if err != nil {
 		return err
 	}
-	if base != nil && f.cfg.Records > 0 && (base.SinkRecords != engine.SinkRecords || base.Checksum != engine.Checksum) {
+	// A restored run's output misses what earlier runs committed, and a
+	// restarted one counts replayed records again: nothing to compare.
+	fresh := engine.Restarts == 0 && engine.RestoredFrom == 0
+	if base != nil && fresh && f.cfg.Records > 0 && (base.SinkRecords != engine.SinkRecords || base.Checksum != engine.Checksum) {
 		return fmt.Errorf("outputs differ: ringflow %d records, checksum %#x; chan %d records, checksum %#x",
 			engine.SinkRecords, engine.Checksum, base.SinkRecords, base.Checksum)
 	}
@@ -84,6 +96,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.baseline, "baseline", "", `also run the pipeline on a baseline: "chan" (goroutines and channels)`)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the ringflow run to this file")
+	fs.Uint64Var(&c.HotKeys, "hot-keys", 0, "after the first --keys records, which take every key once, draw keys below this only (0: all keys, uniformly)")
+	fs.DurationVar(&c.Checkpoint.Interval, "checkpoint-interval", 0, "ringflow checkpoint interval (0: no checkpoints)")
+	fs.StringVar(&c.Checkpoint.StateDir, "state-dir", "", "checkpoint store directory; a run on one holding a checkpoint resumes from it (default: a fresh temporary directory, removed at exit)")
+	fs.StringVar(&c.SinkDir, "sink-dir", "", "write the output, one line per record, through ringflow's transactional file sink into this directory (needs checkpoints)")
+	fs.StringVar(&f.mode, "mode", "exactly-once", "checkpoint mode: exactly-once or at-least-once")
+	fs.Uint64Var(&c.FailAfter, "fail-after", 0, "fail an operator once, after this many records, and recover in place (needs checkpoints)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
@@ -103,10 +121,56 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	case c.Duration < 0:
 		return bad("--duration %v: must be positive", c.Duration)
 	}
+	switch f.mode {
+	case "exactly-once":
+		c.Checkpoint.Mode = ringflow.ExactlyOnce
+	case "at-least-once":
+		c.Checkpoint.Mode = ringflow.AtLeastOnce
+	default:
+		return bad("--mode %q: want exactly-once or at-least-once", f.mode)
+	}
+	if err := checkCheckpointFlags(c); err != nil {
+		return bad("%v", err)
+	}
+	if c.FailAfter > 0 {
+		c.Restart = ringflow.RestartStrategy{Attempts: 1}
+	}
 	if err := c.Validate(); err != nil {
 		return bad("%v", strings.TrimPrefix(err.Error(), pipelines.ErrConfig.Error()+": "))
 	}
 	return f, nil
+}
+
+// checkCheckpointFlags reports checkpoint flags that make no sense
+// together, in the flags' words.
+func checkCheckpointFlags(c *pipelines.Config) error {
+	switch {
+	case c.Checkpoint.Interval < 0:
+		return fmt.Errorf("--checkpoint-interval %v: must not be negative", c.Checkpoint.Interval)
+	case c.Checkpoint.Interval == 0 && c.SinkDir != "":
+		return fmt.Errorf("--sink-dir %s: the transactional file sink commits on checkpoints; set --checkpoint-interval", c.SinkDir)
+	case c.Checkpoint.Interval == 0 && c.FailAfter > 0:
+		return fmt.Errorf("--fail-after %d: recovery needs checkpoints; set --checkpoint-interval", c.FailAfter)
+	case c.Checkpoint.Interval == 0 && c.Checkpoint.StateDir != "":
+		return fmt.Errorf("--state-dir %s: without --checkpoint-interval there are no checkpoints to keep", c.Checkpoint.StateDir)
+	case c.HotKeys > c.Keys:
+		return fmt.Errorf("--hot-keys %d: must not exceed --keys %d", c.HotKeys, c.Keys)
+	}
+	return nil
+}
+
+// runStateDir gives a checkpointed run without --state-dir a fresh
+// temporary one; cleanup removes it.
+func runStateDir(c *pipelines.Config) (cleanup func(), err error) {
+	if c.Checkpoint.Interval == 0 || c.Checkpoint.StateDir != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "dfbench-state-")
+	if err != nil {
+		return nil, err
+	}
+	c.Checkpoint.StateDir = dir
+	return func() { os.RemoveAll(dir) }, nil
 }
 
 // runEngineProfiled runs the ringflow pipeline, under the CPU profiler if
@@ -147,15 +211,19 @@ type runJSON struct {
 	RecordsPerSec float64       `json:"records_per_sec"`
 	Latency       latencyJSON   `json:"latency_us"`
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
+	Checkpoints   *ckSummary    `json:"checkpoints"` // null without checkpoints
 }
 
 func latencyJSONOf(l pipelines.Latency) latencyJSON {
 	return latencyJSON{P50: l.P50, P99: l.P99, P999: l.P999}
 }
 
-func runJSONOf(e pipelines.Result, base *pipelines.Result) runJSON {
+func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) runJSON {
 	out := runJSON{Pipeline: e.Pipeline, Records: e.Records, Seconds: e.Seconds,
 		RecordsPerSec: e.RecordsPerSec, Latency: latencyJSONOf(e.Latency)}
+	if c.Checkpoint.Interval > 0 {
+		out.Checkpoints = ckSummaryOf(e)
+	}
 	if base != nil {
 		out.Baseline = &baselineJSON{RecordsPerSec: base.RecordsPerSec, Latency: latencyJSONOf(base.Latency)}
 	}
@@ -208,8 +276,7 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 			fmt.Fprintf(w, "outputs: %s (ringflow checksum %#x, chan %#x)\n", same, e.Checksum, base.Checksum)
 		}
 	}
-	_, err := fmt.Fprintln(w, "checkpoints: none (not implemented in ringflow yet)")
-	return err
+	return printCheckpoints(w, c, e)
 }
 
 // progressBar returns a Progress function drawing a bar labelled with the
@@ -239,4 +306,101 @@ func progressBar(stderr io.Writer, c pipelines.Config, engine string) func(pipel
 		fmt.Fprintf(f, "\r\033[K%-8s [%s%s] %3.0f%% %.1fM records", engine, strings.Repeat("#", n),
 			strings.Repeat(".", width-n), done*100, float64(p.Produced)/1e6)
 	}
+}
+
+// ckSummary is the "checkpoints" object of the --json output, summing up
+// the ringflow job's completed checkpoints (Job.Checkpoints); failed ones
+// are only counted. Sync and alignment are per subtask and checkpoint.
+type ckSummary struct {
+	Completed    int         `json:"completed"`
+	Failed       int         `json:"failed"`
+	Restarts     int         `json:"restarts"`      // in-place recoveries after a failure
+	RestoredFrom uint64      `json:"restored_from"` // checkpoint the latest start or restart restored; 0: none
+	Duration     ckQuantiles `json:"duration_ms"`
+	Sync         ckQuantiles `json:"sync_us"`
+	Alignment    ckQuantiles `json:"alignment_ms"`
+	BytesWritten uint64      `json:"bytes_written"`
+	BytesReused  uint64      `json:"bytes_reused"`
+	History      []ckEntry   `json:"history"` // every checkpoint, oldest first
+}
+
+// ckQuantiles are nearest-rank quantiles; all 0 without samples.
+type ckQuantiles struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// ckEntry is one checkpoint in ckSummary.History.
+type ckEntry struct {
+	ID           uint64  `json:"id"`
+	Status       string  `json:"status"`
+	Final        bool    `json:"final"`
+	DurationMs   float64 `json:"duration_ms"`
+	SyncMaxUs    float64 `json:"sync_max_us"`
+	BytesWritten uint64  `json:"bytes_written"`
+	BytesReused  uint64  `json:"bytes_reused"`
+}
+
+func ckSummaryOf(e pipelines.Result) *ckSummary {
+	s := &ckSummary{Restarts: e.Restarts, RestoredFrom: e.RestoredFrom, History: []ckEntry{}}
+	var dur, sync, align []float64
+	for _, c := range e.Checkpoints {
+		entry := ckEntry{ID: c.ID, Status: c.Status, Final: c.Final, DurationMs: ckMs(c.Duration),
+			BytesWritten: c.BytesWritten, BytesReused: c.BytesReused}
+		for _, st := range c.Subtasks {
+			entry.SyncMaxUs = max(entry.SyncMaxUs, float64(st.Sync)/1e3)
+		}
+		s.History = append(s.History, entry)
+		if c.Status != "completed" {
+			s.Failed++
+			continue
+		}
+		s.Completed++
+		s.BytesWritten += c.BytesWritten
+		s.BytesReused += c.BytesReused
+		dur = append(dur, ckMs(c.Duration))
+		for _, st := range c.Subtasks {
+			sync = append(sync, float64(st.Sync)/1e3)
+			align = append(align, ckMs(st.Alignment))
+		}
+	}
+	s.Duration, s.Sync, s.Alignment = quantilesOf(dur), quantilesOf(sync), quantilesOf(align)
+	return s
+}
+
+func ckMs(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// quantilesOf returns the nearest-rank p50, p99 and maximum of xs, which
+// it sorts.
+func quantilesOf(xs []float64) ckQuantiles {
+	if len(xs) == 0 {
+		return ckQuantiles{}
+	}
+	slices.Sort(xs)
+	rank := func(q float64) float64 { return xs[max(int(math.Ceil(q*float64(len(xs))))-1, 0)] }
+	return ckQuantiles{P50: rank(0.5), P99: rank(0.99), Max: xs[len(xs)-1]}
+}
+
+// printCheckpoints prints the table's checkpoint summary.
+func printCheckpoints(w io.Writer, c pipelines.Config, e pipelines.Result) error {
+	if c.Checkpoint.Interval == 0 {
+		_, err := fmt.Fprintln(w, "checkpoints: off")
+		return err
+	}
+	s := ckSummaryOf(e)
+	fmt.Fprintf(w, "checkpoints: %s every %v: %d completed, %d failed; %d restarts", c.Checkpoint.Mode,
+		c.Checkpoint.Interval, s.Completed, s.Failed, s.Restarts)
+	if s.RestoredFrom != 0 {
+		fmt.Fprintf(w, ", restored from checkpoint %d", s.RestoredFrom)
+	}
+	fmt.Fprintln(w)
+	q := func(name string, v ckQuantiles, unit string) {
+		fmt.Fprintf(w, "  %-10s p50 %.1f, p99 %.1f, max %.1f %s\n", name, v.P50, v.P99, v.Max, unit)
+	}
+	q("duration", s.Duration, "ms")
+	q("sync", s.Sync, "µs (per subtask)")
+	q("alignment", s.Alignment, "ms (per subtask)")
+	_, err := fmt.Fprintf(w, "  state      %.2f MB written, %.2f MB reused\n", float64(s.BytesWritten)/1e6, float64(s.BytesReused)/1e6)
+	return err
 }

@@ -25,6 +25,12 @@ func TestRunFlagErrors(t *testing.T) {
 		{[]string{"--records", "x"}, `invalid value "x" for flag -records`},
 		{[]string{"--frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--checkpoint-interval", "-1s"}, "--checkpoint-interval -1s"},
+		{[]string{"--sink-dir", "out"}, "--sink-dir out: the transactional file sink commits on checkpoints"},
+		{[]string{"--fail-after", "5"}, "--fail-after 5: recovery needs checkpoints"},
+		{[]string{"--state-dir", "st"}, "--state-dir st: without --checkpoint-interval"},
+		{[]string{"--mode", "twice"}, `--mode "twice"`},
+		{[]string{"--keys", "10", "--hot-keys", "11"}, "--hot-keys 11"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := dfbench(append([]string{"run"}, tc.args...), &stdout, &stderr)
@@ -38,7 +44,7 @@ func TestRunFlagErrors(t *testing.T) {
 // TestRunJSON checks the --json object's shape: exactly the keys issue 3
 // lists, with the baseline only when asked for.
 func TestRunJSON(t *testing.T) {
-	top := []string{"latency_us", "pipeline", "records", "records_per_sec", "seconds"}
+	top := []string{"checkpoints", "latency_us", "pipeline", "records", "records_per_sec", "seconds"}
 	for _, base := range []bool{false, true} {
 		args := []string{"run", "--pipeline", "window", "--records", "5000", "--keys", "50", "--json"}
 		want := top
@@ -62,7 +68,7 @@ func TestRunJSON(t *testing.T) {
 		if got := sortedKeys(obj); !reflect.DeepEqual(got, want) {
 			t.Errorf("%v: keys %v, want %v", args, got, want)
 		}
-		if obj["pipeline"] != "window" || obj["records"] != 5000.0 || obj["records_per_sec"].(float64) <= 0 {
+		if obj["pipeline"] != "window" || obj["records"] != 5000.0 || obj["records_per_sec"].(float64) <= 0 || obj["checkpoints"] != nil {
 			t.Errorf("%v: %v", args, obj)
 		}
 		lat := obj["latency_us"].(map[string]any)
@@ -84,7 +90,7 @@ func TestRunTable(t *testing.T) {
 	if code := dfbench(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"ringflow", "chan", "ringflow ÷ chan", "outputs: identical", "checkpoints: none"} {
+	for _, want := range []string{"ringflow", "chan", "ringflow ÷ chan", "outputs: identical", "checkpoints: off"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
