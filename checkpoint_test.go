@@ -104,12 +104,11 @@ func (p *seqCheck) OnTimer(*operator.KeyedContext[uint64], int64, operator.TimeD
 
 // sequenceJob is the sequence test's job: per-key sequence numbers, a
 // failing map, a shuffle, the keyed check, and a transactional file sink.
-func sequenceJob(dir string, keys, perKey uint64, par int, mode ringflow.CheckpointMode,
-	failAt []int64, failures *atomic.Int64, seen *atomic.Int64) *ringflow.Job {
+func sequenceJob(dir string, keys, perKey uint64, par int, ck ringflow.CheckpointConfig,
+	failAt []int64, failures *atomic.Int64, seen *atomic.Int64, slowSink time.Duration) *ringflow.Job {
+	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
-		FrameBytes: 2 << 10,
-		Checkpoint: ringflow.CheckpointConfig{Interval: 2 * time.Millisecond, StateDir: filepath.Join(dir, "state"), Mode: mode},
-		Restart:    ringflow.RestartStrategy{Attempts: len(failAt)}})
+		FrameBytes: 2 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
 	src := ringflow.Source(job, "seq", ringflow.Generate(func(i uint64) event {
 		return event{Key: i % keys, Seq: i / keys}
 	}, ringflow.GenOptions{Count: keys * perKey}))
@@ -122,8 +121,22 @@ func sequenceJob(dir string, keys, perKey uint64, par int, mode ringflow.Checkpo
 	})
 	checked := ringflow.Process(ringflow.KeyBy(failing, func(e event) uint64 { return e.Key }), "check",
 		func() ringflow.ProcessFunc[uint64, event, string] { return &seqCheck{} })
+	if slowSink > 0 {
+		checked = ringflow.Map(ringflow.Rebalance(checked), "slow", func(s string) string { spin(slowSink); return s })
+	}
 	ringflow.TxnSink(ringflow.Rebalance(checked), "out", ringflow.FileSink(filepath.Join(dir, "out")))
 	return job
+}
+
+// checkpointModes are the ways the failure tests take checkpoints: aligned,
+// unaligned from the start, and aligned switching after a timeout.
+var checkpointModes = []struct {
+	name string
+	ck   ringflow.CheckpointConfig
+}{
+	{"aligned", ringflow.CheckpointConfig{}},
+	{"unaligned", ringflow.CheckpointConfig{Unaligned: true}},
+	{"timeout", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}},
 }
 
 // TestSequenceWithFailures is the sequence test in the style of Flink's
@@ -131,7 +144,7 @@ func sequenceJob(dir string, keys, perKey uint64, par int, mode ringflow.Checkpo
 // committed output holds every (key, seq) exactly once, the keyed check saw
 // no gap or repeat, and the job restored once per failure.
 func TestSequenceWithFailures(t *testing.T) {
-	seeds := 6
+	seeds := 4
 	if testing.Short() {
 		seeds = 2
 	}
@@ -142,9 +155,16 @@ func TestSequenceWithFailures(t *testing.T) {
 			t.Error("no run restored a checkpoint: the test did not exercise recovery from state")
 		}
 	}()
-	for i := range seeds {
+	for i := range seeds * len(checkpointModes) {
 		seed := base + uint64(i)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		mode := checkpointModes[i%len(checkpointModes)]
+		// Every other run has a slow sink, so that rings fill up and
+		// barriers queue behind data.
+		var slow time.Duration
+		if i/len(checkpointModes)%2 == 1 {
+			slow = 2 * time.Microsecond
+		}
+		t.Run(fmt.Sprintf("%s/slow=%v/%d", mode.name, slow, seed), func(t *testing.T) {
 			const keys, perKey = 64, 2000
 			rnd := rand.New(rand.NewPCG(seed, 5))
 			nFail := 1 + rnd.IntN(3)
@@ -156,7 +176,7 @@ func TestSequenceWithFailures(t *testing.T) {
 			}
 			dir := t.TempDir()
 			var failures, seen atomic.Int64
-			job := sequenceJob(dir, keys, perKey, 2, ringflow.ExactlyOnce, failAt, &failures, &seen)
+			job := sequenceJob(dir, keys, perKey, 2, mode.ck, failAt, &failures, &seen, slow)
 			run(t, job)
 			var want []string
 			for k := range uint64(keys) {
@@ -171,8 +191,20 @@ func TestSequenceWithFailures(t *testing.T) {
 			if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {
 				t.Fatalf("%d restarts, %d failures injected (of %d planned)", job.Restarts(), failures.Load(), nFail)
 			}
-			t.Logf("failures at %v; %d checkpoints; last restore from checkpoint %d",
-				failAt, len(job.Checkpoints()), job.RestoredFrom())
+			var unaligned, inflight uint64
+			for _, cp := range job.Checkpoints() {
+				for _, st := range cp.Subtasks {
+					if st.Unaligned {
+						unaligned++
+					}
+					inflight += st.InflightBytes
+				}
+			}
+			t.Logf("failures at %v; %d checkpoints (%d unaligned subtask snapshots, %d in-flight bytes); last restore from checkpoint %d",
+				failAt, len(job.Checkpoints()), unaligned, inflight, job.RestoredFrom())
+			if (mode.name == "unaligned") != (unaligned > 0) && mode.name != "timeout" {
+				t.Fatalf("mode %s took %d unaligned subtask snapshots", mode.name, unaligned)
+			}
 			if job.RestoredFrom() > 0 {
 				restoredSome = true
 			}
@@ -182,11 +214,10 @@ func TestSequenceWithFailures(t *testing.T) {
 
 // windowSums is a window job over event-time records: sums per key and
 // 100 ms tumbling window, through a failing map, into a file sink.
-func windowJob(dir string, evs []event, par int, failAt []int64, failures, seen *atomic.Int64) *ringflow.Job {
+func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, failAt []int64, failures, seen *atomic.Int64) *ringflow.Job {
+	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
-		FrameBytes: 2 << 10,
-		Checkpoint: ringflow.CheckpointConfig{Interval: 2 * time.Millisecond, StateDir: filepath.Join(dir, "state")},
-		Restart:    ringflow.RestartStrategy{Attempts: len(failAt)}})
+		FrameBytes: 2 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
 	src := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), eventTime())
 	failing := ringflow.Map(src, "failing", func(e event) event {
 		n := seen.Add(1)
@@ -207,21 +238,22 @@ func windowJob(dir string, evs []event, par int, failAt []int64, failures, seen 
 // TestWindowsWithFailures checks that window sums after injected failures
 // equal the closed-form result, each window emitted exactly once.
 func TestWindowsWithFailures(t *testing.T) {
-	seeds := 4
+	seeds := 2
 	if testing.Short() {
 		seeds = 2
 	}
 	base := testSeed(t)
-	for i := range seeds {
+	for i := range seeds * len(checkpointModes) {
 		seed := base + uint64(i)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		mode := checkpointModes[i%len(checkpointModes)]
+		t.Run(fmt.Sprintf("%s/%d", mode.name, seed), func(t *testing.T) {
 			evs := makeEvents(seed, 60_000, 40, 20)
 			want := bruteWindows(evs, ringflow.TumblingWindows(100*time.Millisecond))
 			rnd := rand.New(rand.NewPCG(seed, 9))
 			failAt := []int64{1 + rnd.Int64N(60_000), 60_000 + rnd.Int64N(30_000)}
 			dir := t.TempDir()
 			var failures, seen atomic.Int64
-			job := windowJob(dir, evs, 2, failAt, &failures, &seen)
+			job := windowJob(dir, evs, 2, mode.ck, failAt, &failures, &seen)
 			run(t, job)
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
 			if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {

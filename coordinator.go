@@ -33,6 +33,8 @@ type SubtaskCheckpointStats struct {
 	Async      time.Duration // background write of the snapshot
 	Bytes      uint64        // state bytes this subtask wrote
 	Unaligned  bool
+	// InflightBytes is the in-flight data an unaligned snapshot persisted.
+	InflightBytes uint64
 }
 
 // Checkpoints returns the statistics of every checkpoint the job has
@@ -250,13 +252,49 @@ func (c *coordinator) write(f *inflight, w writeJob) {
 		}
 	}
 	r := w.report
+	inflight, err := c.writeChannels(sw, w.task, r)
+	if err != nil {
+		c.failed(f.id, fmt.Errorf("write channel state of %s: %w", w.task.Name, err))
+		return
+	}
 	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
-		Sync: r.SyncDuration, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned}
+		Sync: r.SyncDuration, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
+		InflightBytes: inflight}
 	if r.Align.ID != 0 {
 		st.StartDelay = r.Align.StartDelay()
 		st.Alignment = r.Align.Alignment()
 	}
 	c.ack(f, st, sw.ops)
+}
+
+// outputChannelBase numbers the channel state of a task's output rings
+// after its input channels' in the store.
+const outputChannelBase = 1 << 20
+
+// writeChannels stores an unaligned snapshot's in-flight data under the
+// task's head operator, and returns its size.
+func (c *coordinator) writeChannels(sw *stateWriter, t *operator.Task, r *operator.SnapshotReport) (uint64, error) {
+	op, sub := t.Ctx.Operator, t.Ctx.Subtask
+	var n uint64
+	for ch, data := range r.Channels {
+		if err := sw.p.PutChannelState(op, sub, ch, data); err != nil {
+			return n, err
+		}
+		n += uint64(len(data))
+	}
+	for i, data := range r.Outputs {
+		if len(data) == 0 {
+			continue
+		}
+		if err := sw.p.PutChannelState(op, sub, outputChannelBase+i, data); err != nil {
+			return n, err
+		}
+		n += uint64(len(data))
+	}
+	if n > 0 {
+		sw.note(op)
+	}
+	return n, nil
 }
 
 func (c *coordinator) writePart(sw *stateWriter, part operator.OperatorSnapshot) error {

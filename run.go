@@ -341,7 +341,7 @@ func (p *physical) close() {
 // coordinator, and an aligner for tasks with inputs.
 func (p *physical) checkpointing(t *operator.Task, w *sched.Worker) error {
 	ck := p.job.cfg.Checkpoint
-	t.Checkpoints = &operator.Checkpoints{Waker: w}
+	t.Checkpoints = &operator.Checkpoints{Waker: w, Unaligned: ck.alignTimeout() == 0}
 	if len(t.Inputs) == 0 {
 		return nil
 	}
@@ -396,9 +396,12 @@ func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
 
 // restoreState loads every stateful operator's state from cp: the key
 // groups each instance owns now, so a different parallelism redistributes
-// them.
+// them; and the in-flight data of unaligned snapshots, replayed first.
 func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
 	for _, t := range p.tasks {
+		if err := p.restoreChannels(cp, t); err != nil {
+			return err
+		}
 		for i, op := range t.Ops {
 			c, ok := op.(operator.Checkpointed)
 			if !ok {
@@ -422,4 +425,31 @@ func (quietLogger) Infof(string, ...any) {}
 
 func (quietLogger) Errorf(format string, args ...any) {
 	log.Printf("ringflow: checkpoint store: "+format, args...)
+}
+
+// restoreChannels hands a task the channel state its previous incarnation
+// recorded. Channels are numbered by the job graph, so the state only fits
+// a job of the same shape: a different parallelism is refused.
+func (p *physical) restoreChannels(cp *snapshot.Checkpoint, t *operator.Task) error {
+	states := cp.ChannelStates(t.Ctx.Operator, t.Ctx.Subtask)
+	if len(states) == 0 {
+		return nil
+	}
+	if was := cp.Meta().Parallelism[t.Ctx.Operator]; was != t.Ctx.Parallelism {
+		return fmt.Errorf("ringflow: restore checkpoint %d: operator %q has in-flight data from an unaligned checkpoint "+
+			"taken at parallelism %d; it cannot be restored at %d", cp.ID(), t.Ctx.Operator, was, t.Ctx.Parallelism)
+	}
+	for _, s := range states {
+		switch {
+		case s.Channel >= outputChannelBase && t.Gate != nil && s.Channel-outputChannelBase < len(t.Ports):
+			if err := t.Gate.Replay(s.Channel-outputChannelBase, s.Data); err != nil {
+				return err
+			}
+		case s.Channel < len(t.Inputs):
+			t.Inputs[s.Channel].Replay = append([]byte(nil), s.Data...)
+		default:
+			return fmt.Errorf("ringflow: restore checkpoint %d: task %s has no channel %d", cp.ID(), t.Name, s.Channel)
+		}
+	}
+	return nil
 }

@@ -20,6 +20,11 @@ type Channel struct {
 	idle    bool  // the upstream declared itself idle
 	ended   bool  // END was read
 	blocked bool  // alignment holds the channel
+
+	rec  *chanRecord // channel state being recorded (unaligned checkpoint)
+	scan uint64      // frames before this ring position were scanned for barriers
+	// Replay is restored channel state, pushed before the ring is read.
+	Replay []byte
 }
 
 // NewChannel returns a channel that decodes DATA frames of T records and

@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,6 +31,10 @@ type SnapshotReport struct {
 	// for source tasks).
 	SyncDuration time.Duration
 	Align        align.Stats
+	// Unaligned checkpoints: recorded in-flight data of input channels (by
+	// channel index) and of output rings (by ring index, from the gate).
+	Channels map[int][]byte
+	Outputs  [][]byte
 	TriggerTime  time.Time
 	SnapshotTime time.Time
 }
@@ -59,6 +62,9 @@ type Checkpoints struct {
 	Coord   Coordinator
 	Aligner *align.Aligner // input tasks only
 	Waker   interface{ Wake() }
+	// Unaligned says every checkpoint is unaligned from the start: sources
+	// send their barriers ahead of output waiting for room.
+	Unaligned bool
 
 	mail struct {
 		sync.Mutex
@@ -143,8 +149,25 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 	}
 	r := t.Checkpoints.snap
 	t.Checkpoints.snap = nil
-	t.Checkpoints.Coord.Snapshotted(t, r)
-	t.forward(ring.Barrier{ID: m.id, Trigger: m.trigger, Kind: ring.Aligned})
+	b := ring.Barrier{ID: m.id, Trigger: m.trigger, Kind: ring.Aligned}
+	switch {
+	case m.final:
+		// Nothing may be in flight when the last output commits: the
+		// final checkpoint is aligned everywhere.
+		b.Kind = ring.Savepoint
+		t.forward(b)
+	case t.Checkpoints.Unaligned && t.Gate != nil && r != nil:
+		// Unaligned from the start: the barrier goes ahead of output that
+		// waits for room, and that output is part of the checkpoint.
+		r.Outputs = t.Gate.SnapshotOutputs()
+		b.Kind = ring.Unaligned
+		t.Gate.BarrierFirst(b)
+	default:
+		t.forward(b)
+	}
+	if r != nil {
+		t.Checkpoints.Coord.Snapshotted(t, r)
+	}
 	if m.final {
 		// END follows once this checkpoint completes; if it fails, the
 		// coordinator triggers another final one.
@@ -261,9 +284,32 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 			if err := t.snapshot(a.Barrier.ID, time.Unix(0, a.Barrier.TriggerNs)); err != nil {
 				return err
 			}
+			if a.Unaligned && c.snap != nil && t.Gate != nil {
+				c.snap.Outputs = t.Gate.SnapshotOutputs()
+			}
 		case align.OpForward:
-			t.forward(ring.Barrier{ID: a.Barrier.ID, Trigger: time.Unix(0, a.Barrier.TriggerNs),
-				Kind: ring.BarrierKind(a.Barrier.Kind)})
+			b := ring.Barrier{ID: a.Barrier.ID, Trigger: time.Unix(0, a.Barrier.TriggerNs),
+				Kind: ring.BarrierKind(a.Barrier.Kind)}
+			switch {
+			case t.Gate == nil:
+			case b.Kind == ring.Unaligned:
+				t.Gate.BarrierFirst(b)
+			default:
+				t.Gate.Barrier(b)
+			}
+		case align.OpRecord:
+			ch := t.Inputs[a.Channel]
+			ch.rec = &chanRecord{id: a.Barrier.ID, upTo: ch.Reader.Pos()}
+			ch.scan = ch.Reader.Pos()
+		case align.OpStopRecord:
+			ch := t.Inputs[a.Channel]
+			if ch.rec != nil && c.snap != nil && c.snap.ID == ch.rec.id && len(ch.rec.buf) > 0 {
+				if c.snap.Channels == nil {
+					c.snap.Channels = map[int][]byte{}
+				}
+				c.snap.Channels[ch.Index] = ch.rec.buf
+			}
+			ch.rec = nil
 		case align.OpComplete:
 			if c.snap != nil && c.snap.ID == a.Barrier.ID {
 				c.snap.Align = a.Stats
@@ -275,10 +321,13 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 				c.snap.Release()
 				c.snap = nil
 			}
+			for _, ch := range t.Inputs {
+				if ch.rec != nil && ch.rec.id == a.Barrier.ID {
+					ch.rec = nil
+				}
+			}
 		case align.OpEndOfInput:
 			t.finish()
-		case align.OpRecord, align.OpStopRecord:
-			return errors.New("unaligned checkpoints are not supported by this runtime yet")
 		}
 	}
 	return nil

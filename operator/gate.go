@@ -145,6 +145,49 @@ func (g *Gate[T]) Barrier(b ring.Barrier) {
 	}
 }
 
+// SnapshotOutputs closes every open frame and returns, per output ring,
+// the DATA frames that wait in Go memory for room (encoded as channel state;
+// nil if none). An unaligned barrier overtakes them, so they become part of
+// the checkpoint: records this task emitted before its snapshot that no
+// downstream task has seen.
+func (g *Gate[T]) SnapshotOutputs() [][]byte {
+	var out [][]byte
+	for i, o := range g.all {
+		o.closeAny()
+		for _, p := range o.pend {
+			if p.typ == ring.FrameData {
+				if out == nil {
+					out = make([][]byte, len(g.all))
+				}
+				out[i] = AppendChannelFrame(out[i], p.count, p.data)
+			}
+		}
+	}
+	return out
+}
+
+// BarrierFirst writes an unaligned barrier into every ring ahead of the
+// frames waiting in Go memory, through the control reserve.
+func (g *Gate[T]) BarrierFirst(b ring.Barrier) {
+	for _, o := range g.all {
+		o.closeAny()
+		o.dirty = true
+		if len(o.pend) == 0 && o.write(pending{typ: ring.FrameBarrier, barrier: b}) {
+			continue
+		}
+		o.pend = append([]pending{{typ: ring.FrameBarrier, barrier: b}}, o.pend...)
+	}
+}
+
+// Replay queues recorded output frames (see SnapshotOutputs) of ring i
+// ahead of anything the gate writes; a restore calls it before the task runs.
+func (g *Gate[T]) Replay(i int, state []byte) error {
+	return ReadChannelFrames(state, func(count int, data []byte) error {
+		g.all[i].pend = append(g.all[i].pend, pending{typ: ring.FrameData, count: count, data: append([]byte(nil), data...)})
+		return nil
+	})
+}
+
 // Ports returns the gate's rings as the task drives them.
 func (g *Gate[T]) Ports() []Port {
 	ports := make([]Port, len(g.all))

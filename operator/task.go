@@ -38,6 +38,7 @@ type Task struct {
 	dirtyAt   time.Time
 	sourceDue time.Time
 	steps     int64
+	replayed  bool
 }
 
 // SourcePoll is how often a source that has nothing to read, and does not
@@ -48,6 +49,9 @@ const SourcePoll = time.Millisecond
 type OutputGate interface {
 	Idle(wm int64)
 	Barrier(b ring.Barrier)
+	BarrierFirst(b ring.Barrier)
+	SnapshotOutputs() [][]byte
+	Replay(i int, state []byte) error
 }
 
 // TaskOptions tune a task's batching.
@@ -103,6 +107,11 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 	t.steps++
 	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
 		if err := t.handleMail(now); err != nil {
+			return sched.Idle, err
+		}
+	}
+	if c := t.Checkpoints; c != nil && c.Aligner != nil {
+		if err := t.checkpointChores(now); err != nil {
 			return sched.Idle, err
 		}
 	}
@@ -269,6 +278,7 @@ func (t *Task) nextFrame() (*Channel, ring.Frame, error) {
 func (t *Task) handle(c *Channel, f ring.Frame, now time.Time) error {
 	switch f.Type {
 	case ring.FrameData:
+		c.record(f)
 		if err := c.push(f); err != nil {
 			return fmt.Errorf("input channel %d: %w", c.Index, err)
 		}
@@ -438,4 +448,27 @@ func (t *Task) Deadline() time.Time {
 		}
 	}
 	return d
+}
+
+// checkpointChores runs before a task with inputs reads anything: restored
+// channel state is replayed first; the aligner's clock ticks; and, when
+// checkpoints may be unaligned, barriers are looked for ahead of the read
+// positions.
+func (t *Task) checkpointChores(now time.Time) error {
+	if !t.replayed {
+		t.replayed = true
+		if err := t.replay(); err != nil {
+			return err
+		}
+	}
+	a := t.Checkpoints.Aligner
+	if ns, ok := a.Deadline(); ok && now.UnixNano() >= ns {
+		if err := t.step(align.Input{Type: align.InputTick, NowNs: now.UnixNano()}, now); err != nil {
+			return err
+		}
+	}
+	if a.Config().AlignmentTimeout >= 0 {
+		return t.scanBarriers(now)
+	}
+	return nil
 }

@@ -54,11 +54,18 @@ const (
 	// Unaligned barriers were forwarded by a subtask that did not align; the
 	// data in front of them is recorded as channel state.
 	Unaligned BarrierKind = 1
+	// Savepoint barriers are always aligned, whatever the alignment
+	// timeout; the final checkpoint at the end of input is one, so that no
+	// data is still in flight when it commits the job's last output.
+	Savepoint BarrierKind = 2
 )
 
 func (k BarrierKind) String() string {
-	if k == Unaligned {
+	switch k {
+	case Unaligned:
 		return "unaligned"
+	case Savepoint:
+		return "savepoint"
 	}
 	return "aligned"
 }
@@ -95,6 +102,9 @@ func (f Frame) Watermark() int64 {
 	}
 	return int64(binary.LittleEndian.Uint64(f.Payload))
 }
+
+// End returns the ring position just past the frame.
+func (f Frame) End() uint64 { return f.end }
 
 // Idle reports whether a WATERMARK frame marks its stream idle.
 func (f Frame) Idle() bool { return f.Type == FrameWatermark && f.Count&1 != 0 }

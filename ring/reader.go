@@ -191,6 +191,22 @@ func (rd *Reader) Peek() Peek {
 	return Peek{r: rd.r, pos: rd.pos, limit: rd.cachedProd, err: rd.err}
 }
 
+// PeekFrom starts a scan at position pos, a frame boundary a Peek or Next
+// reached earlier (Frame.End), or at the read position if that is further.
+func (rd *Reader) PeekFrom(pos uint64) Peek {
+	p := rd.Peek()
+	if pos > p.limit {
+		p.limit = rd.r.prodPos.Load()
+	}
+	if pos > p.pos && pos <= p.limit {
+		p.pos = pos
+	}
+	return p
+}
+
+// Pos returns the read position: where the frame Next returns next starts.
+func (rd *Reader) Pos() uint64 { return rd.pos }
+
 // Next advances to the next frame and reports whether there is one.
 func (p *Peek) Next() bool {
 	for p.err == nil {
