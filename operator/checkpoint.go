@@ -33,8 +33,8 @@ type SnapshotReport struct {
 	Align        align.Stats
 	// Unaligned checkpoints: recorded in-flight data of input channels (by
 	// channel index) and of output rings (by ring index, from the gate).
-	Channels map[int][]byte
-	Outputs  [][]byte
+	Channels     map[int][]byte
+	Outputs      [][]byte
 	TriggerTime  time.Time
 	SnapshotTime time.Time
 }
