@@ -208,6 +208,7 @@ type runJSON struct {
 	Pipeline      string        `json:"pipeline"`
 	Records       uint64        `json:"records"`
 	Seconds       float64       `json:"seconds"`
+	CPUSeconds    float64       `json:"cpu_seconds"` // user+system CPU time of the process during the run
 	RecordsPerSec float64       `json:"records_per_sec"`
 	Latency       latencyJSON   `json:"latency_us"`
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
@@ -219,7 +220,7 @@ func latencyJSONOf(l pipelines.Latency) latencyJSON {
 }
 
 func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) runJSON {
-	out := runJSON{Pipeline: e.Pipeline, Records: e.Records, Seconds: e.Seconds,
+	out := runJSON{Pipeline: e.Pipeline, Records: e.Records, Seconds: e.Seconds, CPUSeconds: e.CPUSeconds,
 		RecordsPerSec: e.RecordsPerSec, Latency: latencyJSONOf(e.Latency)}
 	if c.Checkpoint.Interval > 0 {
 		out.Checkpoints = ckSummaryOf(e)

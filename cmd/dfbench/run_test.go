@@ -44,7 +44,7 @@ func TestRunFlagErrors(t *testing.T) {
 // TestRunJSON checks the --json object's shape: exactly the keys issue 3
 // lists, with the baseline only when asked for.
 func TestRunJSON(t *testing.T) {
-	top := []string{"checkpoints", "latency_us", "pipeline", "records", "records_per_sec", "seconds"}
+	top := []string{"checkpoints", "cpu_seconds", "latency_us", "pipeline", "records", "records_per_sec", "seconds"}
 	for _, base := range []bool{false, true} {
 		args := []string{"run", "--pipeline", "window", "--records", "5000", "--keys", "50", "--json"}
 		want := top
