@@ -18,7 +18,7 @@ const killChildEnv = "RINGFLOW_KILL_CHILD"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
-		if err := killChildJob(dir).Run(context.Background()); err != nil {
+		if err := killChildJob(dir, os.Getenv(killChildEnv+"_MODE")).Run(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			os.Exit(1)
 		}
@@ -32,9 +32,15 @@ const killRecords = 300_000
 // killChildJob is the job the SIGKILL test runs in a child process: a
 // keyed count over a paced source into a transactional file sink, with
 // checkpoints every 10 ms.
-func killChildJob(dir string) *ringflow.Job {
-	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2,
-		Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state")}})
+func killChildJob(dir, mode string) *ringflow.Job {
+	var ck ringflow.CheckpointConfig
+	for _, m := range checkpointModes {
+		if m.name == mode {
+			ck = m.ck
+		}
+	}
+	ck.Interval, ck.StateDir = 10*time.Millisecond, filepath.Join(dir, "state")
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, Checkpoint: ck})
 	src := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event {
 		return event{Seq: i, Key: i % 1000}
 	}, ringflow.GenOptions{Count: killRecords, Rate: 150_000}))
@@ -51,11 +57,18 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for a few seconds")
 	}
-	rnd := rand.New(rand.NewPCG(testSeed(t), 13))
+	seed := testSeed(t)
+	for i, m := range checkpointModes {
+		t.Run(m.name, func(t *testing.T) { killAndResume(t, m.name, seed+uint64(i)) })
+	}
+}
+
+func killAndResume(t *testing.T, mode string, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 13))
 	dir := t.TempDir()
 	child := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killChildEnv+"_MODE="+mode)
 		cmd.Stderr = os.Stderr
 		return cmd
 	}
