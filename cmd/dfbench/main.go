@@ -28,6 +28,7 @@ type command struct {
 var commands = map[string]command{
 	"ring":    {"move records through a ring and through Go channels", runRing},
 	"nexmark": {"run Nexmark queries on ringflow: throughput, cores, output", runNexmark},
+	"compare": {"aligned vs unaligned vs timeout checkpoints under backpressure, with stall profiles", runCompare},
 	"run":     {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
 }
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/ringflow/ringflow/bench/compare"
+)
+
+// compareFlags are the parsed flags of `dfbench compare`.
+type compareFlags struct {
+	cfg  compare.Config
+	json bool
+}
+
+func runCompare(args []string, stdout, stderr io.Writer) error {
+	f, err := parseCompareFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	r, err := compare.Compare(ctx, f.cfg)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return json.NewEncoder(stdout).Encode(r)
+	}
+	return compare.WriteTable(stdout, r)
+}
+
+func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
+	var f compareFlags
+	c := &f.cfg
+	fs := flag.NewFlagSet("dfbench compare", flag.ContinueOnError)
+	fs.StringVar(&c.Pipeline, "pipeline", "keyed-count", "pipeline: "+strings.Join(compare.Pipelines, ", "))
+	fs.Float64Var(&c.Skew, "skew", 0, "fraction of the records that carry one hot key, in [0, 1]")
+	fs.DurationVar(&c.SlowSink, "slow-sink", 0, "busy wait of the sink per record (0: none)")
+	fs.DurationVar(&c.Interval, "checkpoint-interval", compare.DefaultInterval, "checkpoint interval")
+	fs.DurationVar(&c.AlignmentTimeout, "alignment-timeout", compare.DefaultAlignmentTimeout, "alignment timeout of the timeout mode")
+	fs.DurationVar(&c.Duration, "duration", compare.DefaultDuration, "run time of each mode")
+	fs.StringVar(&c.ProfileDir, "profile", "", "write <mode>.fgprof.pprof per mode and stalls.txt into this directory")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
+	modes := fs.String("modes", "aligned,unaligned,timeout,none", "modes to run, in order (none: no checkpoints)")
+	fs.IntVar(&c.Parallelism, "parallelism", compare.DefaultParallelism, "instances of every operator")
+	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads (0: all CPUs)")
+	fs.Uint64Var(&c.Keys, "keys", compare.DefaultKeys, "keys besides the hot one")
+	fs.IntVar(&c.RingCapacity, "ring-capacity", compare.DefaultRingCapacity, "bytes per ring (a power of two)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return f, err
+	}
+	c.Modes = nil
+	for _, m := range strings.Split(*modes, ",") {
+		c.Modes = append(c.Modes, compare.Mode(strings.TrimSpace(m)))
+	}
+	if err := c.Validate(); err != nil {
+		fmt.Fprintf(stderr, "dfbench compare: %v\n", err)
+		return f, errUsage
+	}
+	return f, nil
+}

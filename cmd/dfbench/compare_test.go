@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestCompareFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"--pipeline", "passthrough"}, `pipeline "passthrough"`},
+		{[]string{"--skew", "1.5"}, "skew 1.5"},
+		{[]string{"--skew", "x"}, "invalid value"},
+		{[]string{"--slow-sink", "-1us"}, "slow sink"},
+		{[]string{"--checkpoint-interval", "0s"}, "checkpoint interval 0s"},
+		{[]string{"--alignment-timeout", "0s"}, "alignment timeout 0s"},
+		{[]string{"--duration", "0s"}, "duration 0s"},
+		{[]string{"--modes", "aligned,fast"}, `mode "fast"`},
+		{[]string{"--ring-capacity", "1000"}, "ring capacity 1000"},
+		{[]string{"--bogus"}, "flag provided but not defined"},
+		{[]string{"stray"}, `unexpected argument "stray"`},
+	} {
+		var out, errb bytes.Buffer
+		code := dfbench(append([]string{"compare"}, c.args...), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestCompareJSON checks the --json shape the issue fixes, on tiny runs.
+func TestCompareJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := dfbench([]string{"compare", "--pipeline", "keyed-count", "--skew", "0.5", "--slow-sink", "1us",
+		"--checkpoint-interval", "20ms", "--duration", "500ms", "--keys", "100", "--json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r struct {
+		Pipeline string                       `json:"pipeline"`
+		Modes    []map[string]json.RawMessage `json:"modes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Pipeline != "keyed-count" || len(r.Modes) != 3 {
+		t.Fatalf("pipeline %q, %d modes; want keyed-count, 3: %s", r.Pipeline, len(r.Modes), out.String())
+	}
+	for i, name := range []string{"aligned", "unaligned", "timeout"} {
+		m := r.Modes[i]
+		var mode string
+		if err := json.Unmarshal(m["mode"], &mode); err != nil || mode != name {
+			t.Errorf("mode %d: %s, want %q", i, m["mode"], name)
+		}
+		for _, k := range []string{"records_per_sec", "inflight_bytes", "checkpoint_bytes", "restore_ms"} {
+			var v float64
+			if err := json.Unmarshal(m[k], &v); err != nil {
+				t.Errorf("%s: %s = %s: %v", name, k, m[k], err)
+			}
+		}
+		for _, k := range []string{"checkpoint_ms", "alignment_ms"} {
+			var q map[string]float64
+			if err := json.Unmarshal(m[k], &q); err != nil || len(q) != 3 {
+				t.Errorf("%s: %s = %s, want {p50, p99, max}", name, k, m[k])
+			}
+			for _, p := range []string{"p50", "p99", "max"} {
+				if _, ok := q[p]; !ok {
+					t.Errorf("%s: %s lacks %s", name, k, p)
+				}
+			}
+		}
+	}
+}
