@@ -3,8 +3,11 @@ package ringflow
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/snapshot"
@@ -218,8 +221,17 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 	signal(c.poke)
 }
 
+// writerNice is the scheduling niceness of the thread that writes
+// checkpoints: processing never waits for the write-out, so on a machine
+// whose cores the workers keep busy, the writer yields to them.
+const writerNice = 10
+
 func (c *coordinator) writeLoop() {
 	defer c.wg.Done()
+	// NB: the goroutine keeps its thread locked to the end, so the thread
+	// exits with it and its niceness never spreads to other goroutines.
+	runtime.LockOSThread()
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), writerNice)
 	for range c.work {
 		for {
 			c.mu.Lock()

@@ -184,6 +184,13 @@ func (s *Store) openPebble(dir string, adjust func(*pebble.Options)) error {
 			s.logger.Errorf("snapshot: pebble found corruption in %s: %v", info.Path, info.Details)
 		},
 	}
+	// NB: blobs are compact varint encodings of state that changes between
+	// checkpoints; compressing them (and Pebble recompressing them in its
+	// compactions) costs CPU on the cores the job runs on, for little
+	// gain. The store writes them uncompressed.
+	for i := range s.popts.Levels {
+		s.popts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
 	if adjust != nil {
 		adjust(s.popts)
 	}
