@@ -75,11 +75,13 @@ func NewMap[T, U any](f func(T) U, next Input[U]) *Map[T, U] {
 // Push implements Input.
 func (m *Map[T, U]) Push(recs []T, ts []int64) {
 	defer Guard(m.Ctx)
-	out := m.out[:0]
-	for i := range recs {
-		out = append(out, m.f(recs[i]))
+	if cap(m.out) < len(recs) {
+		m.out = make([]U, len(recs))
 	}
-	m.out = out
+	out := m.out[:len(recs)]
+	for i := range recs {
+		out[i] = m.f(recs[i])
+	}
 	m.next.Push(out, ts)
 }
 

@@ -19,7 +19,7 @@ type WindowJoin[K comparable, L, R, O any] struct {
 	rtable  *keyedTable[winKey[K], []R]
 	left    *cow.Map[winKey[K], []L]
 	right   *cow.Map[winKey[K], []R]
-	fire    timerQueue[winKey[K]]
+	fire    windowTimers[winKey[K]]
 	wm      int64
 	out     []O
 	outTs   []int64
@@ -125,11 +125,15 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 			}
 			wk := winKey[K]{k, w}
 			p := upsert(j.Ctx, side, winHash(h, w, j.Ctx.MaxParallelism), wk)
+			if len(*p) == 0 {
+				// One timer per window and side; the second pop finds
+				// the window joined and gone.
+				j.fire.add(w.MaxTimestamp(), wk)
+			}
 			// NB: appending never changes the elements a snapshot of the
 			// old slice header can see, so buffered lists are safe under
 			// copy-on-write.
 			*p = append(*p, recs[i])
-			j.fire.add(w.MaxTimestamp(), wk)
 		}
 	}
 }
@@ -144,8 +148,11 @@ func (j *WindowJoin[K, L, R, O]) Watermark(wm int64) {
 			break
 		}
 		h := winHash(j.lkeys.Hash(wk.key), wk.win, j.Ctx.MaxParallelism)
-		ls, _ := j.left.GetHashed(h, wk)
-		rs, _ := j.right.GetHashed(h, wk)
+		ls, lok := j.left.GetHashed(h, wk)
+		rs, rok := j.right.GetHashed(h, wk)
+		if !lok && !rok {
+			continue // joined already, at the other side's timer
+		}
 		for _, l := range ls {
 			for _, r := range rs {
 				j.out = append(j.out, j.f(l, r))

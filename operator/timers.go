@@ -103,3 +103,58 @@ func (q *timerQueue[P]) down(i int) {
 		i = m
 	}
 }
+
+// windowTimers is a heap of window timers without deduplication: a window
+// operator adds a window's timer once, when it creates the window's state,
+// and checks the state when the timer pops, so a timer whose window is gone
+// (merged, or fired already) is dropped there. It saves the set that
+// timerQueue keeps per timer.
+type windowTimers[P any] struct {
+	heap []timerEntryAny[P]
+}
+
+type timerEntryAny[P any] struct {
+	ts int64
+	p  P
+}
+
+func (q *windowTimers[P]) add(ts int64, p P) {
+	q.heap = append(q.heap, timerEntryAny[P]{ts, p})
+	for i := len(q.heap) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if q.heap[parent].ts <= q.heap[i].ts {
+			break
+		}
+		q.heap[parent], q.heap[i] = q.heap[i], q.heap[parent]
+		i = parent
+	}
+}
+
+// pop removes and returns the earliest timer if its time is <= upTo.
+func (q *windowTimers[P]) pop(upTo int64) (int64, P, bool) {
+	var zero P
+	if len(q.heap) == 0 || q.heap[0].ts > upTo {
+		return 0, zero, false
+	}
+	e := q.heap[0]
+	last := len(q.heap) - 1
+	q.heap[0] = q.heap[last]
+	q.heap[last] = timerEntryAny[P]{}
+	q.heap = q.heap[:last]
+	for i, n := 0, len(q.heap); ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.heap[r].ts < q.heap[l].ts {
+			m = r
+		}
+		if q.heap[i].ts <= q.heap[m].ts {
+			break
+		}
+		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
+		i = m
+	}
+	return e.ts, e.p, true
+}

@@ -128,8 +128,8 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	next     Input[WindowResult[K, O]]
 	table    *keyedTable[winKey[K], winState[A]]
 	state    *cow.Map[winKey[K], winState[A]]
-	fire     timerQueue[winKey[K]] // at the window's max timestamp
-	cleanup  timerQueue[winKey[K]] // at max timestamp + allowed lateness
+	fire     windowTimers[winKey[K]] // at the window's max timestamp
+	cleanup  windowTimers[winKey[K]] // at max timestamp + allowed lateness
 	sessions map[K][]Window        // a key's open sessions; derived from state
 	wm       int64
 	out      []WindowResult[K, O]
@@ -224,9 +224,7 @@ func (o *WindowAgg[K, T, A, O]) mergeSessions(k K, h uint64, w Window) Window {
 				acc, have = st.acc, true
 			}
 		}
-		o.state.DeleteHashed(oh, old)
-		o.fire.delete(old)
-		o.cleanup.delete(old)
+		o.state.DeleteHashed(oh, old) // its timers find no state and are dropped
 	}
 	o.sessions[k] = append(kept, w)
 	if have {
@@ -267,8 +265,8 @@ func (o *WindowAgg[K, T, A, O]) Watermark(wm int64) {
 		}
 		h := winHash(o.keys.Hash(wk.key), wk.win, o.Ctx.MaxParallelism)
 		st, ok := o.state.GetHashed(h, wk)
-		if !ok {
-			continue
+		if !ok || st.fired {
+			continue // merged away, or fired by an earlier copy of this timer
 		}
 		o.emit(wk, st.acc)
 		if lateness == 0 || wm == MaxWatermark {
