@@ -130,7 +130,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	state    *cow.Map[winKey[K], winState[A]]
 	fire     windowTimers[winKey[K]] // at the window's max timestamp
 	cleanup  windowTimers[winKey[K]] // at max timestamp + allowed lateness
-	sessions map[K][]Window        // a key's open sessions; derived from state
+	sessions map[K][]Window          // a key's open sessions; derived from state
 	wm       int64
 	out      []WindowResult[K, O]
 	outTs    []int64
