@@ -48,6 +48,11 @@ type Config struct {
 	Keys uint64
 	// RingCapacity is the bytes of each ring (a power of two); default 1 MiB.
 	RingCapacity int
+	// FrameBytes is the target payload of a DATA frame; 0: the engine's
+	// default (32 KiB). A task handles up to 16 frames per step and looks
+	// for barriers between steps, so with a slow sink smaller frames let
+	// an unaligned barrier be seen sooner.
+	FrameBytes int
 	// ProfileDir, if set, receives an fgprof profile per mode and
 	// stalls.txt.
 	ProfileDir string
@@ -134,6 +139,9 @@ func (c Config) Validate() error {
 	}
 	if c.RingCapacity < 4096 || c.RingCapacity&(c.RingCapacity-1) != 0 {
 		bad("ring capacity %d: want a power of two >= 4096", c.RingCapacity)
+	}
+	if c.FrameBytes < 0 || c.FrameBytes > c.RingCapacity/4 {
+		bad("frame bytes %d: want 0 (default) up to a quarter of the ring capacity", c.FrameBytes)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrConfig, strings.Join(errs, "; "))

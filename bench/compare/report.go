@@ -43,6 +43,10 @@ type ModeResult struct {
 	AlignmentMs Quantiles `json:"alignment_ms"`
 	// StartDelayMs: trigger to first barrier, over the non-source subtasks.
 	StartDelayMs Quantiles `json:"start_delay_ms"`
+	// SyncMs and AsyncMs: the synchronous and background parts of the
+	// snapshot, over the non-source subtasks.
+	SyncMs  Quantiles `json:"sync_ms"`
+	AsyncMs Quantiles `json:"async_ms"`
 	// InflightBytes is the in-flight data persisted, summed over the
 	// checkpoints; InflightBytesMax the most one checkpoint persisted.
 	InflightBytes    uint64 `json:"inflight_bytes"`
@@ -91,7 +95,7 @@ func summarize(m Mode, cps []ringflow.CheckpointStats, records int64, elapsed ti
 	if elapsed > 0 {
 		r.RecordsPerSec = float64(records) / elapsed.Seconds()
 	}
-	var durs, aligns, delays []time.Duration
+	var durs, aligns, delays, syncs, asyncs []time.Duration
 	var sizes []uint64
 	for _, c := range cps {
 		if c.Final {
@@ -114,12 +118,14 @@ func summarize(m Mode, cps []ringflow.CheckpointStats, records int64, elapsed ti
 				}
 				aligns = append(aligns, s.Alignment)
 				delays = append(delays, s.StartDelay)
+				syncs, asyncs = append(syncs, s.Sync), append(asyncs, s.Async)
 			}
 		}
 		r.InflightBytes += inflight
 		r.InflightBytesMax = max(r.InflightBytesMax, inflight)
 	}
 	r.CheckpointMs, r.AlignmentMs, r.StartDelayMs = quantiles(durs), quantiles(aligns), quantiles(delays)
+	r.SyncMs, r.AsyncMs = quantiles(syncs), quantiles(asyncs)
 	if len(sizes) > 0 {
 		slices.Sort(sizes)
 		r.CheckpointBytes = sizes[(len(sizes)-1)/2]
@@ -196,11 +202,12 @@ func WriteTable(w io.Writer, r Report) error {
 	}
 	for _, m := range rows {
 		if m.Mode == None {
-			fmt.Fprintf(tw, "%s\t%.0f\t-\t-\t-\t-\t-\t-\t-\t-\t\n", m.Mode, m.RecordsPerSec)
+			fmt.Fprintf(tw, "%s\t%.0f\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", m.Mode, m.RecordsPerSec)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%s\t%s\t%.1f/%.1f\t%d/%d\t%d/%d\t%d\t%.1f/%.1f\t\n", m.Mode, m.RecordsPerSec,
+		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%s\t%s\t%.1f/%.1f\t%.1f/%.1f\t%d/%d\t%d/%d\t%d\t%.1f/%.1f\t\n", m.Mode, m.RecordsPerSec,
 			m.Completed, m.Failed, q(m.CheckpointMs), q(m.AlignmentMs), m.StartDelayMs.P50, m.StartDelayMs.Max,
+			m.AsyncMs.P50, m.AsyncMs.Max,
 			m.UnalignedParts, m.Parts, m.InflightBytes, m.InflightBytesMax, m.CheckpointBytes, m.RestoreMs, m.RestoreRunMs)
 	}
 	return tw.Flush()

@@ -53,7 +53,7 @@ func Compare(ctx context.Context, cfg Config) (Report, error) {
 // engineConfig is the ringflow configuration of mode, with state in dir.
 func engineConfig(cfg Config, m Mode, dir string) ringflow.Config {
 	rc := ringflow.Config{Workers: cfg.Workers, Parallelism: cfg.Parallelism, MaxParallelism: 128,
-		RingCapacity: cfg.RingCapacity}
+		RingCapacity: cfg.RingCapacity, FrameBytes: cfg.FrameBytes}
 	if m == None {
 		return rc
 	}

@@ -53,6 +53,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads (0: all CPUs)")
 	fs.Uint64Var(&c.Keys, "keys", compare.DefaultKeys, "keys besides the hot one")
 	fs.IntVar(&c.RingCapacity, "ring-capacity", compare.DefaultRingCapacity, "bytes per ring (a power of two)")
+	fs.IntVar(&c.FrameBytes, "frame-bytes", 0, "target bytes of a data frame (0: the engine's default, 32 KiB)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
