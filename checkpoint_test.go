@@ -325,16 +325,16 @@ func TestRescale(t *testing.T) {
 	for _, to := range []int{1, 4} {
 		t.Run(fmt.Sprint(to), func(t *testing.T) {
 			dir := t.TempDir()
-			first := build(dir, 2, 400_000) // about 0.2 s of input
+			first := build(dir, 2, 50_000) // 1.6 s of input
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
-				for len(first.Checkpoints()) < 3 {
+				for len(first.Checkpoints()) < 2 {
 					time.Sleep(time.Millisecond)
 				}
 				cancel()
 			}()
 			if err := first.Run(ctx); err != context.Canceled {
-				t.Fatalf("first run: %v, want it cancelled after 3 checkpoints", err)
+				t.Fatalf("first run: %v, want it cancelled after 2 checkpoints", err)
 			}
 			second := build(dir, to, 0)
 			run(t, second)

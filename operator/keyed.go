@@ -23,13 +23,6 @@ func upsert[K comparable, V any](ctx *Context, m *cow.Map[K, V], h uint64, k K) 
 	return p
 }
 
-// reduced is the state of a key in a Reduce: the running value, and whether
-// there is one yet.
-type reduced[T any] struct {
-	val T
-	ok  bool
-}
-
 // Reduce keeps, per key, the reduction of every record so far with f, and
 // emits the new value after each record (a rolling reduce, as Flink's).
 type Reduce[K comparable, T any] struct {
@@ -37,8 +30,8 @@ type Reduce[K comparable, T any] struct {
 	keys   KeyFuncs[K, T]
 	f      func(acc, rec T) T
 	next   Input[T]
-	table  *keyedTable[K, reduced[T]]
-	state  *cow.Map[K, reduced[T]]
+	table  *keyedTable[K, T]
+	state  *cow.Map[K, T]
 	out    []T
 	hashes []uint64
 	klist  []K
@@ -52,7 +45,7 @@ func NewReduce[K comparable, T any](keys KeyFuncs[K, T], f func(acc, rec T) T, n
 // Open implements Operator.
 func (r *Reduce[K, T]) Open(ctx *Context) error {
 	r.Ctx = ctx
-	r.table = newTable[K, reduced[T]](ctx, "reduce", r.keys.Hash)
+	r.table = newTable[K, T](ctx, "reduce", r.keys.Hash)
 	r.state = r.table.m
 	return nil
 }
@@ -76,13 +69,16 @@ func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
 	r.state.Prefetch(r.hashes)
 	out := r.out[:0]
 	for i := range recs {
-		p := upsert(r.Ctx, r.state, r.hashes[i], r.klist[i])
-		if p.ok {
-			p.val = r.f(p.val, recs[i])
-		} else {
-			p.val, p.ok = recs[i], true
+		p, inserted, err := r.state.UpsertHashedNew(r.hashes[i], r.klist[i])
+		if err != nil {
+			Fail(r.Ctx, fmt.Errorf("keyed state for key %v: %w", r.klist[i], err))
 		}
-		out = append(out, p.val)
+		if inserted {
+			*p = recs[i]
+		} else {
+			*p = r.f(*p, recs[i])
+		}
+		out = append(out, *p)
 	}
 	r.out = out
 	r.next.Push(out, ts)
@@ -112,12 +108,6 @@ type AggregateFunc[T, A, O any] interface {
 	Merge(a, b A) A
 }
 
-// aggregated is the state of a key in an Aggregate.
-type aggregated[A any] struct {
-	acc A
-	ok  bool
-}
-
 // Aggregate keeps, per key, an accumulator of every record so far, and
 // emits its result after each record.
 type Aggregate[K comparable, T, A, O any] struct {
@@ -125,8 +115,8 @@ type Aggregate[K comparable, T, A, O any] struct {
 	keys   KeyFuncs[K, T]
 	agg    AggregateFunc[T, A, O]
 	next   Input[O]
-	table  *keyedTable[K, aggregated[A]]
-	state  *cow.Map[K, aggregated[A]]
+	table  *keyedTable[K, A]
+	state  *cow.Map[K, A]
 	out    []O
 	hashes []uint64
 	klist  []K
@@ -140,7 +130,7 @@ func NewAggregate[K comparable, T, A, O any](keys KeyFuncs[K, T], agg AggregateF
 // Open implements Operator.
 func (a *Aggregate[K, T, A, O]) Open(ctx *Context) error {
 	a.Ctx = ctx
-	a.table = newTable[K, aggregated[A]](ctx, "aggregate", a.keys.Hash)
+	a.table = newTable[K, A](ctx, "aggregate", a.keys.Hash)
 	a.state = a.table.m
 	return nil
 }
@@ -166,12 +156,15 @@ func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {
 	a.state.Prefetch(a.hashes)
 	out := a.out[:0]
 	for i := range recs {
-		p := upsert(a.Ctx, a.state, a.hashes[i], a.klist[i])
-		if !p.ok {
-			p.acc, p.ok = a.agg.Create(), true
+		p, inserted, err := a.state.UpsertHashedNew(a.hashes[i], a.klist[i])
+		if err != nil {
+			Fail(a.Ctx, fmt.Errorf("keyed state for key %v: %w", a.klist[i], err))
 		}
-		p.acc = a.agg.Add(p.acc, recs[i])
-		out = append(out, a.agg.Result(p.acc))
+		if inserted {
+			*p = a.agg.Create()
+		}
+		*p = a.agg.Add(*p, recs[i])
+		out = append(out, a.agg.Result(*p))
 	}
 	a.out = out
 	a.next.Push(out, ts)

@@ -12,8 +12,9 @@ import (
 	"github.com/ringflow/ringflow/internal/futex"
 )
 
-// The idle ladder's rungs, in failed polls.
-const (
+// The idle ladder's rungs, in failed polls. (Variables so that a test can
+// make workers park at once.)
+var (
 	spinPolls  = 200
 	yieldPolls = 20
 )

@@ -251,12 +251,19 @@ func (m *Map[K, V]) Upsert(k K) (*V, error) { return m.UpsertHashed(m.hash(k), k
 // per-record path: no allocation and no indirect call unless the key
 // group's table grows or a page must be copied.
 func (m *Map[K, V]) UpsertHashed(h uint64, k K) (*V, error) {
+	p, _, err := m.UpsertHashedNew(h, k)
+	return p, err
+}
+
+// UpsertHashedNew is UpsertHashed that also reports whether k was inserted
+// (its value is the zero value) rather than found.
+func (m *Map[K, V]) UpsertHashedNew(h uint64, k K) (*V, bool, error) {
 	if invariants.Enabled {
 		m.checkHash(h, k)
 	}
 	t := m.table(h)
 	if t == nil {
-		return nil, m.notOwned(h)
+		return nil, false, m.notOwned(h)
 	}
 	t.written = m.version
 	if len(t.dir) != 0 {
@@ -268,14 +275,14 @@ func (m *Map[K, V]) UpsertHashed(h uint64, k K) (*V, error) {
 			}
 			if s := &r.p.slots[si]; s.key == k {
 				if r.ver != m.version {
-					return &m.touchSlot(t, i).val, nil // first write in this interval
+					return &m.touchSlot(t, i).val, false, nil // first write in this interval
 				}
 				r.setDirty(si)
-				return &s.val, nil
+				return &s.val, false, nil
 			}
 		}
 	}
-	return m.insert(t, h, k), nil
+	return m.insert(t, h, k), true, nil
 }
 
 // insert adds absent key k with the zero value and returns its value slot.
