@@ -70,14 +70,17 @@ type coordinator struct {
 		nextID   uint64
 		inflight map[uint64]*inflight
 		lastEnd  time.Time // when the last checkpoint ended, for MinPause
-		failures int       // failed checkpoints in a row
-		finished int       // sources that read all their input
-		final    uint64    // the final checkpoint, once triggered
-		queue    []writeJob
-		stopped  bool
+		// lastTrigger is when the last checkpoint was triggered.
+		lastTrigger time.Time
+		failures    int    // failed checkpoints in a row
+		finished    int    // sources that read all their input
+		final       uint64 // the final checkpoint, once triggered
+		queue       []writeJob
+		stopped     bool
 	}
 	work chan struct{} // pokes the writer
 	poke chan struct{} // pokes the trigger loop
+	done chan struct{} // closed by stop
 	wg   sync.WaitGroup
 }
 
@@ -99,7 +102,7 @@ type writeJob struct {
 
 func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task, fail func(error)) *coordinator {
 	c := &coordinator{job: j, cfg: j.cfg.Checkpoint, store: store, tasks: tasks, fail: fail,
-		work: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
+		work: make(chan struct{}, 1), poke: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, t := range tasks {
 		if t.Source != nil {
 			c.sources = append(c.sources, t)
@@ -108,6 +111,7 @@ func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task, fail 
 	c.mu.nextID = store.MaxID() + 1
 	c.mu.inflight = map[uint64]*inflight{}
 	c.mu.lastEnd = time.Now()
+	c.mu.lastTrigger = c.mu.lastEnd // the first checkpoint comes one interval after the start
 	return c
 }
 
@@ -131,8 +135,9 @@ func (c *coordinator) stop() {
 	}
 	c.mu.queue = nil
 	c.mu.Unlock()
-	close(c.poke)
-	close(c.work)
+	// NB: poke and work are never closed: commits and failures signal them
+	// from other goroutines, possibly after this point.
+	close(c.done)
 	c.wg.Wait()
 }
 
@@ -149,10 +154,9 @@ func (c *coordinator) triggerLoop() {
 	defer tick.Stop()
 	for {
 		select {
-		case _, ok := <-c.poke:
-			if !ok {
-				return
-			}
+		case <-c.done:
+			return
+		case <-c.poke:
 		case <-tick.C:
 		}
 		c.maybeTrigger(time.Now())
@@ -171,9 +175,13 @@ func (c *coordinator) maybeTrigger(now time.Time) {
 	switch {
 	case final && len(c.mu.inflight) > 0:
 		return // the final checkpoint waits for the others to end
-	case !final && (len(c.mu.inflight) >= c.cfg.MaxConcurrent || now.Sub(c.mu.lastEnd) < c.cfg.MinPause):
+	case final:
+	case len(c.mu.inflight) >= c.cfg.MaxConcurrent || now.Sub(c.mu.lastEnd) < c.cfg.MinPause:
 		return
+	case now.Sub(c.mu.lastTrigger) < c.cfg.Interval*9/10:
+		return // a poke, not the interval: only a final checkpoint goes early
 	}
+	c.mu.lastTrigger = now
 	id := c.mu.nextID
 	c.mu.nextID++
 	p, err := c.store.Begin(id)
@@ -232,7 +240,12 @@ func (c *coordinator) writeLoop() {
 	// exits with it and its niceness never spreads to other goroutines.
 	runtime.LockOSThread()
 	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), writerNice)
-	for range c.work {
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.work:
+		}
 		for {
 			c.mu.Lock()
 			if len(c.mu.queue) == 0 || c.mu.stopped {
@@ -358,6 +371,7 @@ func (c *coordinator) commit(f *inflight) {
 	delete(c.mu.inflight, f.id)
 	c.mu.lastEnd, c.mu.failures = now, 0
 	c.mu.Unlock()
+	signal(c.poke) // a final checkpoint may be waiting for this one to end
 	c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
 		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
 		Final: f.final, Subtasks: f.subtasks})
@@ -378,6 +392,7 @@ func (c *coordinator) failed(id uint64, err error) {
 	f.timeout.Stop()
 	f.pending.Abort()
 	delete(c.mu.inflight, id)
+	signal(c.poke)
 	c.failLocked(id, f.trigger, err, f.final)
 	for _, t := range c.tasks {
 		t.Abort(id)
