@@ -117,10 +117,7 @@ func consumeSeq(t testing.TB, rd *Reader, first, n uint64) {
 // (so it wraps thousands of times) in random batch sizes, and checks that
 // every value arrives once, in order.
 func TestExactlyOnce(t *testing.T) {
-	n := uint64(10_000_000)
-	if testing.Short() {
-		n = 1_000_000
-	}
+	n := uint64(10_000_000) // about 0.1 s, or 2 s under -race
 	r := newRing(t, 64<<10)
 	seed := testSeed(t)
 	done := make(chan struct{})
