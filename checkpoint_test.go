@@ -345,3 +345,66 @@ func TestRescale(t *testing.T) {
 		})
 	}
 }
+
+// listCheck keeps each key's records in a list state and, at the end of
+// event time, emits the list's length and sum; across failures and
+// restores the list must hold every record of its key exactly once.
+type listCheck struct {
+	list *operator.ListState[uint64, uint64]
+}
+
+func (p *listCheck) Open(s *operator.KeyedScope[uint64]) error {
+	p.list = operator.NewListState[uint64, uint64](s)
+	return nil
+}
+
+func (p *listCheck) Process(ctx *operator.KeyedContext[uint64], e event, out *operator.Collector[string]) {
+	if len(p.list.Get()) == 0 {
+		ctx.RegisterEventTimer(1 << 40)
+	}
+	p.list.Add(e.Seq)
+}
+
+func (p *listCheck) OnTimer(ctx *operator.KeyedContext[uint64], _ int64, _ operator.TimeDomain, out *operator.Collector[string]) {
+	var sum uint64
+	for _, v := range p.list.Get() {
+		sum += v
+	}
+	out.Emit(fmt.Sprintf("%d:%d:%d", ctx.Key(), len(p.list.Get()), sum))
+	p.list.Clear()
+}
+
+// TestListStateWithFailures restores list state through failures: each
+// key's final list has every record once.
+func TestListStateWithFailures(t *testing.T) {
+	seed := testSeed(t)
+	rnd := rand.New(rand.NewPCG(seed, 21))
+	const keys, perKey = 50, 1000
+	failAt := []int64{1 + rnd.Int64N(keys*perKey), keys*perKey + rnd.Int64N(keys*perKey/2)}
+	var failures, seen atomic.Int64
+	dir := t.TempDir()
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50,
+		Checkpoint: checkpointed(dir, 2*time.Millisecond), Restart: ringflow.RestartStrategy{Attempts: 2}})
+	src := ringflow.SourceWithEventTime(job, "src", ringflow.Generate(func(i uint64) event {
+		return event{Key: i % keys, Seq: i / keys, TS: int64(i / 100)}
+	}, ringflow.GenOptions{Count: keys * perKey}), eventTime())
+	failing := ringflow.Map(src, "failing", func(e event) event {
+		n := seen.Add(1)
+		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && failures.CompareAndSwap(f, f+1) {
+			panic("injected failure")
+		}
+		return e
+	})
+	out := ringflow.Process(ringflow.KeyBy(failing, func(e event) uint64 { return e.Key }), "lists",
+		func() ringflow.ProcessFunc[uint64, event, string] { return &listCheck{} })
+	ringflow.TxnSink(out, "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	run(t, job)
+	var want []string
+	for k := range keys {
+		want = append(want, fmt.Sprintf("%d:%d:%d", k, perKey, perKey*(perKey-1)/2))
+	}
+	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+	if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {
+		t.Fatalf("%d restarts, %d failures injected", job.Restarts(), failures.Load())
+	}
+}

@@ -10,7 +10,8 @@ import (
 // ProcessFunc is user code that sees one keyed record at a time, with keyed
 // state and timers (Flink's KeyedProcessFunction).
 type ProcessFunc[K comparable, T, O any] interface {
-	// Open declares the function's state (NewValueState, NewMapState) on s.
+	// Open declares the function's state (NewValueState, NewMapState,
+	// NewListState) on s.
 	Open(s *KeyedScope[K]) error
 	// Process handles one record of the current key.
 	Process(ctx *KeyedContext[K], rec T, out *Collector[O])
@@ -144,6 +145,46 @@ func (m *MapState[K, MK, MV]) Put(mk MK, v MV) {
 func (m *MapState[K, MK, MV]) Delete(mk MK) {
 	m.m.DeleteHashed(m.cur.hash, mapKey[K, MK]{m.cur.key, mk})
 }
+
+// ListState is a list per key.
+type ListState[K comparable, V any] struct {
+	cur *KeyedContext[K]
+	m   *cow.Map[K, []V]
+}
+
+// NewListState declares a list state on s.
+func NewListState[K comparable, V any](s *KeyedScope[K]) *ListState[K, V] {
+	t := newTable[K, []V](s.ctx, fmt.Sprintf("list%d", len(*s.tables)), s.hash)
+	*s.tables = append(*s.tables, t)
+	return &ListState[K, V]{cur: s.cur, m: t.m}
+}
+
+// Get returns the current key's list. It must not be modified.
+func (l *ListState[K, V]) Get() []V {
+	v, _ := l.m.GetHashed(l.cur.hash, l.cur.key)
+	return v
+}
+
+// Add appends v to the current key's list.
+func (l *ListState[K, V]) Add(v V) {
+	p, err := l.m.UpsertHashed(l.cur.hash, l.cur.key)
+	if err != nil {
+		panic(err)
+	}
+	// NB: appending never changes the elements a snapshot's copy of the
+	// slice header can see, so the list is safe under copy-on-write.
+	*p = append(*p, v)
+}
+
+// Update replaces the current key's list with a copy of vs.
+func (l *ListState[K, V]) Update(vs []V) {
+	if err := l.m.PutHashed(l.cur.hash, l.cur.key, append([]V(nil), vs...)); err != nil {
+		panic(err)
+	}
+}
+
+// Clear removes the current key's list.
+func (l *ListState[K, V]) Clear() { l.m.DeleteHashed(l.cur.hash, l.cur.key) }
 
 type keyTimer[K comparable] struct {
 	ts   int64
