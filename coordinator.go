@@ -38,6 +38,9 @@ type SubtaskCheckpointStats struct {
 	Unaligned  bool
 	// InflightBytes is the in-flight data an unaligned snapshot persisted.
 	InflightBytes uint64
+	// WaitedOn is the input channel whose barrier came last (the one the
+	// subtask waited for longest); -1 for sources.
+	WaitedOn int
 }
 
 // Checkpoints returns the statistics of every checkpoint the job has
@@ -285,9 +288,11 @@ func (c *coordinator) write(f *inflight, w writeJob) {
 	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
 		Sync: r.SyncDuration, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
 		InflightBytes: inflight}
+	st.WaitedOn = -1
 	if r.Align.ID != 0 {
 		st.StartDelay = r.Align.StartDelay()
 		st.Alignment = r.Align.Alignment()
+		st.WaitedOn = r.Align.WaitedOn
 	}
 	c.ack(f, st, sw.ops)
 }
@@ -362,6 +367,11 @@ func (c *coordinator) commit(f *inflight) {
 	}
 	now := time.Now()
 	stats := f.pending.Stats()
+	// NB: the checkpoint is durable now, and a restore may use it, so it
+	// is reported even if the job stopped meanwhile.
+	c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
+		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
+		Final: f.final, Subtasks: f.subtasks})
 	c.mu.Lock()
 	if c.mu.inflight[f.id] != f {
 		c.mu.Unlock()
@@ -372,9 +382,6 @@ func (c *coordinator) commit(f *inflight) {
 	c.mu.lastEnd, c.mu.failures = now, 0
 	c.mu.Unlock()
 	signal(c.poke) // a final checkpoint may be waiting for this one to end
-	c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
-		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
-		Final: f.final, Subtasks: f.subtasks})
 	for _, t := range c.tasks {
 		t.Complete(f.id)
 	}

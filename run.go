@@ -341,7 +341,8 @@ func (p *physical) close() {
 // coordinator, and an aligner for tasks with inputs.
 func (p *physical) checkpointing(t *operator.Task, w *sched.Worker) error {
 	ck := p.job.cfg.Checkpoint
-	t.Checkpoints = &operator.Checkpoints{Waker: w, Unaligned: ck.alignTimeout() == 0}
+	t.Checkpoints = &operator.Checkpoints{Waker: w, Unaligned: ck.alignTimeout() == 0,
+		MayUnalign: ck.alignTimeout() >= 0}
 	if len(t.Inputs) == 0 {
 		return nil
 	}

@@ -62,9 +62,11 @@ type Checkpoints struct {
 	Coord   Coordinator
 	Aligner *align.Aligner // input tasks only
 	Waker   interface{ Wake() }
-	// Unaligned says every checkpoint is unaligned from the start: sources
-	// send their barriers ahead of output waiting for room.
-	Unaligned bool
+	// Unaligned says every checkpoint is unaligned from the start;
+	// MayUnalign that checkpoints may become unaligned (an alignment
+	// timeout, or Unaligned): sources then send barriers ahead of output
+	// waiting for room.
+	Unaligned, MayUnalign bool
 
 	mail struct {
 		sync.Mutex
@@ -156,11 +158,15 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 		// final checkpoint is aligned everywhere.
 		b.Kind = ring.Savepoint
 		t.forward(b)
-	case t.Checkpoints.Unaligned && t.Gate != nil && r != nil:
-		// Unaligned from the start: the barrier goes ahead of output that
-		// waits for room, and that output is part of the checkpoint.
+	case t.Checkpoints.MayUnalign && t.Gate != nil && r != nil:
+		// A barrier must not wait behind output that waits for room: it
+		// goes first, and that output is part of the checkpoint. Kind
+		// unaligned (from the start) makes receivers switch at once; an
+		// aligned barrier lets them align until their timeout.
 		r.Outputs = t.Gate.SnapshotOutputs()
-		b.Kind = ring.Unaligned
+		if t.Checkpoints.Unaligned {
+			b.Kind = ring.Unaligned
+		}
 		t.Gate.BarrierFirst(b)
 	default:
 		t.forward(b)
@@ -257,8 +263,10 @@ func (t *Task) notifyAborted(id uint64, now time.Time) error {
 	return nil
 }
 
-// onBarrier feeds a barrier read from channel c to the aligner.
-func (t *Task) onBarrier(c *Channel, b ring.Barrier, now time.Time) error {
+// onBarrier feeds a barrier read from channel c to the aligner. The clock
+// is read here, not taken from the step: statistics time the barrier.
+func (t *Task) onBarrier(c *Channel, b ring.Barrier, _ time.Time) error {
+	now := time.Now()
 	ab := align.Barrier{ID: b.ID, TriggerNs: b.Trigger.UnixNano(), Kind: align.Kind(b.Kind)}
 	return t.step(align.Input{Type: align.InputBarrier, Channel: c.Index, Barrier: ab, NowNs: now.UnixNano()}, now)
 }

@@ -41,6 +41,10 @@ type Task struct {
 	replayed  bool
 }
 
+// maxStep bounds the time one step of a task with inputs takes (checked
+// every few frames).
+const maxStep = time.Millisecond
+
 // SourcePoll is how often a source that has nothing to read, and does not
 // say when it will, is asked again.
 const SourcePoll = time.Millisecond
@@ -232,6 +236,11 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 		c.Reader.Release(f)
 		handled++
 		if t.finishing || !t.drain() {
+			break
+		}
+		// A step is short in time too, so that barriers, coordinator
+		// messages and timeouts are looked at often behind slow operators.
+		if handled%4 == 0 && time.Since(now) > maxStep {
 			break
 		}
 	}

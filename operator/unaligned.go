@@ -58,6 +58,7 @@ func (t *Task) scan(c *Channel, now time.Time) error {
 				continue
 			}
 			b := f.Barrier()
+			now := time.Now() // statistics time the barrier, not the step
 			in := align.Input{Type: align.InputPeekedBarrier, Channel: c.Index, NowNs: now.UnixNano(),
 				Barrier: align.Barrier{ID: b.ID, TriggerNs: b.Trigger.UnixNano(), Kind: align.Kind(b.Kind)}}
 			if err := t.step(in, now); err != nil {
