@@ -4,13 +4,8 @@ package operator
 // payload p, which includes its time; adding a timer twice keeps one, and a
 // deleted timer is dropped lazily when it reaches the front.
 type timerQueue[P comparable] struct {
-	heap []timerEntry[P]
+	heap windowTimers[P]
 	set  map[P]struct{}
-}
-
-type timerEntry[P comparable] struct {
-	ts int64
-	p  P
 }
 
 // add registers a timer at ts; it reports false if it was already there.
@@ -22,8 +17,7 @@ func (q *timerQueue[P]) add(ts int64, p P) bool {
 		return false
 	}
 	q.set[p] = struct{}{}
-	q.heap = append(q.heap, timerEntry[P]{ts, p})
-	q.up(len(q.heap) - 1)
+	q.heap.add(ts, p)
 	return true
 }
 
@@ -36,71 +30,28 @@ func (q *timerQueue[P]) len() int { return len(q.set) }
 // next returns the time of the earliest registered timer.
 func (q *timerQueue[P]) next() (int64, bool) {
 	q.skipDeleted()
-	if len(q.heap) == 0 {
+	if len(q.heap.heap) == 0 {
 		return 0, false
 	}
-	return q.heap[0].ts, true
+	return q.heap.heap[0].ts, true
 }
 
 // pop removes and returns the earliest timer if its time is <= upTo.
 func (q *timerQueue[P]) pop(upTo int64) (int64, P, bool) {
 	q.skipDeleted()
-	var zero P
-	if len(q.heap) == 0 || q.heap[0].ts > upTo {
-		return 0, zero, false
+	ts, p, ok := q.heap.pop(upTo)
+	if ok {
+		delete(q.set, p)
 	}
-	e := q.removeTop()
-	delete(q.set, e.p)
-	return e.ts, e.p, true
+	return ts, p, ok
 }
 
 func (q *timerQueue[P]) skipDeleted() {
-	for len(q.heap) > 0 {
-		if _, ok := q.set[q.heap[0].p]; ok {
+	for len(q.heap.heap) > 0 {
+		if _, ok := q.set[q.heap.heap[0].p]; ok {
 			return
 		}
-		q.removeTop()
-	}
-}
-
-func (q *timerQueue[P]) removeTop() timerEntry[P] {
-	e := q.heap[0]
-	last := len(q.heap) - 1
-	q.heap[0] = q.heap[last]
-	q.heap = q.heap[:last]
-	if last > 0 {
-		q.down(0)
-	}
-	return e
-}
-
-func (q *timerQueue[P]) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if q.heap[parent].ts <= q.heap[i].ts {
-			return
-		}
-		q.heap[parent], q.heap[i] = q.heap[i], q.heap[parent]
-		i = parent
-	}
-}
-
-func (q *timerQueue[P]) down(i int) {
-	n := len(q.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && q.heap[r].ts < q.heap[l].ts {
-			m = r
-		}
-		if q.heap[i].ts <= q.heap[m].ts {
-			return
-		}
-		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
-		i = m
+		q.heap.pop(q.heap.heap[0].ts)
 	}
 }
 
