@@ -1,0 +1,25 @@
+// Package ringflow is an embeddable, exactly-once dataflow engine for one
+// machine.
+//
+// A job is a graph of typed streams built with functions (Go methods cannot
+// take type parameters): Source, Map, Filter, FlatMap, KeyBy, Union,
+// Rebalance, Reduce, Aggregate, Process, Window, WindowJoin, Sink and
+// TxnSink. Run checks the graph, lays it out as tasks — forward edges of
+// equal parallelism chained into one task, every other edge one
+// single-producer ring per pair of subtasks — and runs the tasks on
+// worker threads pinned to the process's CPUs (package sched).
+//
+// With Config.Checkpoint.Interval set, Run takes asynchronous barrier
+// snapshots in the manner of Apache Flink: barriers flow in-band through
+// the rings; tasks align them (or, with an alignment timeout, switch to
+// unaligned checkpoints that record in-flight data); keyed state is frozen
+// copy-on-write and written to a Pebble store in the background; a
+// checkpoint exists once its manifest is durable. A job started on a state
+// directory resumes from its latest complete checkpoint, a failing task
+// makes the job restore it in place (RestartStrategy), and transactional
+// sinks commit output only when a checkpoint covering it completes, so the
+// committed output holds every record exactly once.
+//
+// See example_test.go for runnable examples, and the package docs of ring,
+// sched, operator, align, snapshot and keygroups for each part's design.
+package ringflow
