@@ -42,9 +42,10 @@
 //
 // length is the payload length in bytes; the frame occupies
 // align8(8+length) bytes. type is one of DATA (a batch of records; aux is the
-// record count), BARRIER (checkpoint id, trigger time, kind), WATERMARK (an
-// event time), END (no more frames) and PAD (fills the tail of the data region
-// when the next frame would not fit before the wrap). Frames never wrap: a
+// record count), BARRIER (checkpoint id, trigger time, kind: aligned,
+// unaligned or savepoint), WATERMARK (an event time; aux bit 0 marks the
+// stream idle), END (no more frames) and PAD (fills the tail of the data
+// region when the next frame would not fit before the wrap). Frames never wrap: a
 // frame lies wholly inside the data region. Sentinels are frame types, never
 // magic record values.
 //
