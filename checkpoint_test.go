@@ -249,7 +249,8 @@ func TestSequenceWithFailures(t *testing.T) {
 
 // windowSums is a window job over event-time records: sums per key and
 // 100 ms tumbling window, through a failing map, into a file sink.
-func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, failAt []int64, failures, seen *atomic.Int64) *ringflow.Job {
+func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, failAt []int64, failures, seen *atomic.Int64,
+	slow time.Duration) *ringflow.Job {
 	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
 		FrameBytes: 2 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
@@ -266,6 +267,11 @@ func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, f
 	lines := ringflow.Map(w, "fmt", func(r ringflow.WindowResult[uint64, int64]) string {
 		return fmt.Sprintf("%d [%d,%d) %d", r.Key, r.Start, r.End, r.Value)
 	})
+	if slow > 0 {
+		// A slow consumer behind a rebalance: its rings fill, and the
+		// window task and the source behind it are backpressured.
+		lines = ringflow.Map(ringflow.Rebalance(lines), "slow", func(s string) string { spin(slow); return s })
+	}
 	ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")))
 	return job
 }
@@ -281,14 +287,18 @@ func TestWindowsWithFailures(t *testing.T) {
 	for i := range seeds * len(checkpointModes) {
 		seed := base + uint64(i)
 		mode := checkpointModes[i%len(checkpointModes)]
-		t.Run(fmt.Sprintf("%s/%d", mode.name, seed), func(t *testing.T) {
+		var slow time.Duration
+		if i/len(checkpointModes)%2 == 1 {
+			slow = 20 * time.Microsecond
+		}
+		t.Run(fmt.Sprintf("%s/slow=%v/%d", mode.name, slow, seed), func(t *testing.T) {
 			evs := makeEvents(seed, 60_000, 40, 20)
 			want := bruteWindows(evs, ringflow.TumblingWindows(100*time.Millisecond))
 			rnd := rand.New(rand.NewPCG(seed, 9))
 			failAt := []int64{1 + rnd.Int64N(60_000), 60_000 + rnd.Int64N(30_000)}
 			dir := t.TempDir()
 			var failures, seen atomic.Int64
-			job := windowJob(dir, evs, 2, mode.ck, failAt, &failures, &seen)
+			job := windowJob(dir, evs, 2, mode.ck, failAt, &failures, &seen, slow)
 			run(t, job)
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
 			if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {
