@@ -25,7 +25,9 @@
 // sources, batch flush delays), or until the pool stops. The ring protocol's
 // sequentially consistent parked-word handshake guarantees that a publish
 // racing with the announcement either is seen by the re-check or rings the
-// doorbell.
+// doorbell. A sleep still lasts at most 20ms, a safety net against a lost
+// wake-up nobody foresaw; RINGFLOW_DEBUG_STALL=<duration> makes a worker
+// that stays idle that long describe its tasks on stderr.
 //
 // # Failures
 //

@@ -12,6 +12,9 @@ import (
 	"github.com/ringflow/ringflow/internal/futex"
 )
 
+// maxPark bounds one sleep of an idle worker.
+const maxPark = 20 * time.Millisecond
+
 // The idle ladder's rungs, in failed polls. (Variables so that a test can
 // make workers park at once.)
 var (
@@ -29,7 +32,8 @@ type Worker struct {
 	bell  atomic.Uint32 // 1: rung since the worker last looked
 
 	// Statistics, written by the worker only.
-	parks atomic.Int64
+	parks    atomic.Int64
+	timeouts int // sleeps in a row that ended by the clock
 }
 
 // Add assigns t to the worker. Call before Pool.Run.
@@ -128,22 +132,27 @@ func (w *Worker) park(live []Task) {
 			deadline = d
 		}
 	}
-	var wait time.Duration // 0: until woken
+	// NB: a worker never sleeps longer than maxPark. Wake-ups are not
+	// lost by design (see the package doc); the bound keeps an unforeseen
+	// lost one from hanging a job, at the cost of a poll every maxPark.
+	wait := maxPark
 	if !deadline.IsZero() {
-		if wait = time.Until(deadline); wait <= 0 {
+		if wait = min(time.Until(deadline), maxPark); wait <= 0 {
 			wait = -1
 		}
 	}
 	if wait >= 0 && !w.pool.stopped.Load() {
 		w.parks.Add(1)
-		if debugStall > 0 && (wait == 0 || wait > debugStall) {
-			wait = debugStall
-		}
-		start := time.Now()
 		futex.Wait((*uint32)(unsafe.Pointer(&w.bell)), 0, wait)
-		if debugStall > 0 && time.Since(start) >= debugStall {
+		if w.bell.Load() == 0 {
+			w.timeouts++ // woke by the clock, not by a ring or a message
+		} else {
+			w.timeouts = 0
+		}
+		if debugStall > 0 && time.Duration(w.timeouts)*maxPark >= debugStall {
+			w.timeouts = 0
 			for _, t := range live {
-				fmt.Fprintf(os.Stderr, "sched: worker %d parked %v: %v\n", w.id, debugStall, t)
+				fmt.Fprintf(os.Stderr, "sched: worker %d idle %v: %v\n", w.id, debugStall, t)
 			}
 		}
 	}
