@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -16,27 +15,12 @@ import (
 	"github.com/ringflow/ringflow/operator"
 )
 
-// readParts returns the lines of every committed part file in dir, sorted.
+// readParts returns the committed lines of a file sink directory, sorted.
 func readParts(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	lines, err := ringflow.ReadFileSink(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var lines []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "part-") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l != "" {
-				lines = append(lines, l)
-			}
-		}
 	}
 	sort.Strings(lines)
 	return lines

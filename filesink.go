@@ -163,3 +163,28 @@ func (s *fileSink) Close() error {
 	}
 	return nil
 }
+
+// ReadFileSink returns the lines of every committed part file of a
+// FileSink directory, in no particular order: the sink's committed output.
+func ReadFileSink(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, e := range entries {
+		if _, _, ok := partSeq(e.Name()); !ok || e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	return lines, nil
+}

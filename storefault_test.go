@@ -3,7 +3,6 @@ package ringflow
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -87,20 +86,9 @@ func TestStoreFullDuringCheckpoint(t *testing.T) {
 }
 
 func readLines(t *testing.T, dir string) []string {
-	entries, err := os.ReadDir(dir)
+	lines, err := ReadFileSink(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var lines []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "part-") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, strings.Fields(string(b))...)
 	}
 	sort.Strings(lines)
 	return lines

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringflow/ringflow"
 )
 
 var runSeed = flag.Uint64("run.seed", 0, "replay TestRunKillAndRerun with this seed")
@@ -137,24 +139,9 @@ func TestRunKillAndRerun(t *testing.T) {
 
 // readPartLines returns the lines of every committed part file in dir, sorted.
 func readPartLines(t *testing.T, dir string) []string {
-	entries, err := os.ReadDir(dir)
+	lines, err := ringflow.ReadFileSink(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var lines []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "part-") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l != "" {
-				lines = append(lines, l)
-			}
-		}
 	}
 	slices.Sort(lines)
 	return lines

@@ -3,9 +3,7 @@ package queries
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,24 +46,9 @@ func (s *failingSource) Read(buf []nexmark.Event) (int, error) {
 // readCommitted returns the rows of the committed part files in dir.
 func readCommitted(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	rows, err := ringflow.ReadFileSink(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var rows []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "part-") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l != "" {
-				rows = append(rows, l)
-			}
-		}
 	}
 	return rows
 }
