@@ -76,6 +76,7 @@ type Stall struct {
 	DurationMs    float64 `json:"duration_ms"`
 	Operator      string  `json:"operator"`
 	Subtask       int     `json:"subtask"`
+	Channel       int     `json:"channel"` // input channel waited on (-1: a source)
 	StartDelayMs  float64 `json:"start_delay_ms"`
 	AlignmentMs   float64 `json:"alignment_ms"`
 	WaitMs        float64 `json:"wait_ms"` // start delay + alignment
@@ -163,7 +164,7 @@ func Stalls(cps []ringflow.CheckpointStats) []Stall {
 			}
 		}
 		out = append(out, Stall{Checkpoint: c.ID, Status: c.Status, DurationMs: ms(c.Duration),
-			Operator: worst.Operator, Subtask: worst.Subtask, StartDelayMs: ms(worst.StartDelay),
+			Operator: worst.Operator, Subtask: worst.Subtask, Channel: worst.WaitedOn, StartDelayMs: ms(worst.StartDelay),
 			AlignmentMs: ms(worst.Alignment), WaitMs: ms(worst.StartDelay + worst.Alignment),
 			Unaligned: worst.Unaligned, InflightBytes: worst.InflightBytes})
 	}
@@ -174,16 +175,16 @@ func Stalls(cps []ringflow.CheckpointStats) []Stall {
 func WriteStalls(w io.Writer, r Report) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "# pipeline %s: per checkpoint, the subtask that waited longest (start delay + alignment).\n", r.Pipeline)
-	fmt.Fprintln(tw, "# The engine's stats name no input channel, so none is given.")
-	fmt.Fprintln(tw, "mode\tcheckpoint\tstatus\tduration ms\tsubtask\tstart delay ms\talignment ms\twait ms\tkind\tin-flight B\t")
+	fmt.Fprintln(tw, "# channel: the input channel whose barrier came last (the one waited on).")
+	fmt.Fprintln(tw, "mode\tcheckpoint\tstatus\tduration ms\tsubtask\tchannel\tstart delay ms\talignment ms\twait ms\tkind\tin-flight B\t")
 	for _, m := range r.Modes {
 		for _, s := range m.Stalls {
 			kind := "aligned"
 			if s.Unaligned {
 				kind = "unaligned"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s[%d]\t%.1f\t%.1f\t%.1f\t%s\t%d\t\n", m.Mode, s.Checkpoint,
-				strings.SplitN(s.Status, ":", 2)[0], s.DurationMs, s.Operator, s.Subtask,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s[%d]\t%d\t%.1f\t%.1f\t%.1f\t%s\t%d\t\n", m.Mode, s.Checkpoint,
+				strings.SplitN(s.Status, ":", 2)[0], s.DurationMs, s.Operator, s.Subtask, s.Channel,
 				s.StartDelayMs, s.AlignmentMs, s.WaitMs, kind, s.InflightBytes)
 		}
 	}
