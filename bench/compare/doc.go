@@ -90,14 +90,13 @@
 // goroutine stacks; `go tool pprof` reads it), and stalls.txt lists, per
 // checkpoint (completed or failed, not final), the subtask that waited
 // longest, by StartDelay + Alignment, with both parts, whether its part was
-// unaligned and the in-flight bytes it persisted. The engine's
-// SubtaskCheckpointStats names no input channel, so the report cannot say
-// which channel a subtask waited on; align.Stats has a WaitedOn field that
-// the public stats do not carry yet.
+// unaligned, the in-flight bytes it persisted, and the input channel whose
+// barrier came last (SubtaskCheckpointStats.WaitedOn; -1 for a source).
 //
 // # What bounds an unaligned checkpoint here
 //
-// A worker runs a task for a step of up to 16 input frames and looks for
+// A worker runs a task for a step of up to 16 input frames (and at most
+// about a millisecond, since the engine bounds steps in time) and looks for
 // triggers and barriers between steps. With the sink chained to the keyed
 // operator, a step costs up to 16 × (FrameBytes/32) × SlowSink: 41 ms with
 // 4 KiB frames and a 20 µs sink. The source that must inject the barrier
