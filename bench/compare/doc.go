@@ -95,8 +95,9 @@
 //
 // # What bounds an unaligned checkpoint here
 //
-// A worker runs a task for a step of up to 16 input frames (and at most
-// about a millisecond, since the engine bounds steps in time) and looks for
+// A worker runs a task for a step of up to 16 input frames (the engine also
+// ends a step after a millisecond, checking the clock every 4 frames) and
+// looks for
 // triggers and barriers between steps. With the sink chained to the keyed
 // operator, a step costs up to 16 × (FrameBytes/32) × SlowSink: 41 ms with
 // 4 KiB frames and a 20 µs sink. The source that must inject the barrier
@@ -105,13 +106,5 @@
 // however little it persists; --frame-bytes shortens the steps. Aligned
 // checkpoints instead wait for the rings in front of the barrier to drain,
 // about P × RingCapacity/32 × SlowSink on the hot subtask.
-//
-// # Caveat: start delays can be negative
-//
-// The engine times a barrier with the clock reading its task took at the
-// start of its step (operator.Task.stepInputs passes one now to every
-// frame of a step), which can be older than the checkpoint's trigger:
-// with a slow sink a step lasts milliseconds, and StartDelay comes out too
-// small by up to a step, even negative (Alignment is skewed the same way).
-// The figures are reported as the engine gives them.
+
 package compare
