@@ -106,5 +106,4 @@
 // however little it persists; --frame-bytes shortens the steps. Aligned
 // checkpoints instead wait for the rings in front of the barrier to drain,
 // about P × RingCapacity/32 × SlowSink on the hot subtask.
-
 package compare
