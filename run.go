@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"runtime"
 	"time"
 
 	"github.com/ringflow/ringflow/align"
+	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
@@ -37,6 +39,7 @@ func (j *Job) Run(ctx context.Context) error {
 	if err := j.validate(); err != nil {
 		return err
 	}
+	defer reserveP(j.cfg.Workers)()
 	var store *snapshot.Store
 	if ck := j.cfg.Checkpoint; ck.enabled() {
 		opts := ck.storeOptions
@@ -453,4 +456,26 @@ func (p *physical) restoreChannels(cp *snapshot.Checkpoint, t *operator.Task) er
 		}
 	}
 	return nil
+}
+
+// reserveP makes sure the Go scheduler has one P more than the job has
+// worker threads, for the duration of a run, and returns a function that
+// restores the setting. Each worker holds a P for as long as it runs; without
+// a spare one, the garbage collector's mark worker, the checkpoint writer and
+// timers can only run by taking a P from a worker, stalling its tasks for
+// the length of a GC mark phase (tens of milliseconds with a large state).
+func reserveP(workers int) (restore func()) {
+	if workers == 0 {
+		cpus, err := affinity.Usable()
+		if err != nil {
+			return func() {}
+		}
+		workers = len(cpus)
+	}
+	prev := runtime.GOMAXPROCS(0)
+	if prev > workers {
+		return func() {}
+	}
+	runtime.GOMAXPROCS(workers + 1)
+	return func() { runtime.GOMAXPROCS(prev) }
 }
