@@ -402,3 +402,68 @@ func TestListStateWithFailures(t *testing.T) {
 		t.Fatalf("%d restarts, %d failures injected", job.Restarts(), failures.Load())
 	}
 }
+
+// TestRescaleUnaligned takes unaligned checkpoints of a backpressured keyed
+// job at parallelism 2, with in-flight data recorded, stops it, and resumes
+// it at parallelism 1 and 4: the recorded records are redistributed by key
+// group, and the committed output equals an uninterrupted run's.
+func TestRescaleUnaligned(t *testing.T) {
+	evs := makeEvents(testSeed(t), 60_000, 300, 0)
+	var want []string
+	n := map[uint64]uint64{}
+	for _, e := range evs {
+		n[e.Key]++
+		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
+	}
+	want = sortedCopy(want)
+	build := func(dir string, par int, slow time.Duration) *ringflow.Job {
+		ck := checkpointed(dir, 5*time.Millisecond)
+		ck.Unaligned = true
+		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50, RingCapacity: 16 << 10,
+			FrameBytes: 1 << 10, Checkpoint: ck})
+		s := ringflow.Source(job, "src", ringflow.FromSlice(evs))
+		k := ringflow.KeyBy(s, func(e event) uint64 { return e.Key })
+		counts := ringflow.Aggregate(k, "count", keyCount{}, ringflow.Parallelism(par))
+		lines := ringflow.Map(counts, "fmt", func(kc [2]uint64) string {
+			spin(slow)
+			return fmt.Sprintf("%d:%d", kc[0], kc[1])
+		}, ringflow.Parallelism(par))
+		ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")), ringflow.Parallelism(par))
+		return job
+	}
+	inflight := func(cps []ringflow.CheckpointStats) (n uint64) {
+		for _, c := range cps {
+			if c.Status != "completed" {
+				continue
+			}
+			n = 0
+			for _, s := range c.Subtasks {
+				n += s.InflightBytes
+			}
+		}
+		return n
+	}
+	for _, to := range []int{1, 4} {
+		t.Run(fmt.Sprint(to), func(t *testing.T) {
+			dir := t.TempDir()
+			first := build(dir, 2, 20*time.Microsecond)
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				for inflight(first.Checkpoints()) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+			}()
+			if err := first.Run(ctx); err != context.Canceled {
+				t.Fatalf("first run: %v, want it cancelled once a checkpoint recorded in-flight data", err)
+			}
+			t.Logf("stopped with %d in-flight bytes in the last checkpoint", inflight(first.Checkpoints()))
+			second := build(dir, to, 0)
+			run(t, second)
+			if second.RestoredFrom() == 0 {
+				t.Fatal("the second run did not restore a checkpoint")
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
+		})
+	}
+}

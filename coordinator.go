@@ -298,8 +298,9 @@ func (c *coordinator) write(f *inflight, w writeJob) {
 }
 
 // outputChannelBase numbers the channel state of a task's output rings
-// after its input channels' in the store.
-const outputChannelBase = 1 << 20
+// (operator.OutputKey) after its input channels' (operator.InputKey) in the
+// store.
+const outputChannelBase = 1 << 30
 
 // writeChannels stores an unaligned snapshot's in-flight data under the
 // task's head operator, and returns its size.
@@ -312,11 +313,11 @@ func (c *coordinator) writeChannels(sw *stateWriter, t *operator.Task, r *operat
 		}
 		n += uint64(len(data))
 	}
-	for i, data := range r.Outputs {
+	for k, data := range r.Outputs {
 		if len(data) == 0 {
 			continue
 		}
-		if err := sw.p.PutChannelState(op, sub, outputChannelBase+i, data); err != nil {
+		if err := sw.p.PutChannelState(op, sub, outputChannelBase+k, data); err != nil {
 			return n, err
 		}
 		n += uint64(len(data))

@@ -297,15 +297,19 @@ func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any,
 // ring that reaches it, each feeding the node's input for its edge's port.
 func (p *physical) channels(n *node, i int, inputs []any, rings map[ringKey]*ring.Ring) []*operator.Channel {
 	var chans []*operator.Channel
-	for _, e := range n.inputs {
-		mk := e.from.out.input(inputs[e.port], e.from.timed)
+	for ei, e := range n.inputs {
+		var keyHash any
+		if e.part == operator.Hash {
+			keyHash = e.keyHash
+		}
+		mk := e.from.out.input(inputs[e.port], e.from.timed, keyHash)
 		for u := range e.from.parallelism {
 			r, ok := rings[ringKey{e, u, i}]
 			if !ok {
 				continue // a forward edge pairs u with u only
 			}
 			ch := mk(r.Reader())
-			ch.Index = len(chans)
+			ch.Index, ch.Edge, ch.Upstream = len(chans), ei, u
 			chans = append(chans, ch)
 		}
 	}
@@ -431,31 +435,67 @@ func (quietLogger) Errorf(format string, args ...any) {
 	log.Printf("ringflow: checkpoint store: "+format, args...)
 }
 
-// restoreChannels hands a task the channel state its previous incarnation
-// recorded. Channels are numbered by the job graph, so the state only fits
-// a job of the same shape: a different parallelism is refused.
+// restoreChannels hands a task the in-flight data that unaligned snapshots
+// of its head operator's previous subtasks recorded. Subtask j of p takes,
+// for each keyed input edge, the records of every old subtask's state that
+// fall in its key groups; for other input edges, and for recorded output,
+// the whole state of old subtasks i with i % p == j (output is partitioned
+// afresh as it is re-emitted). With the parallelism unchanged that is
+// exactly its own old state.
 func (p *physical) restoreChannels(cp *snapshot.Checkpoint, t *operator.Task) error {
-	states := cp.ChannelStates(t.Ctx.Operator, t.Ctx.Subtask)
-	if len(states) == 0 {
-		return nil
-	}
-	if was := cp.Meta().Parallelism[t.Ctx.Operator]; was != t.Ctx.Parallelism {
-		return fmt.Errorf("ringflow: restore checkpoint %d: operator %q has in-flight data from an unaligned checkpoint "+
-			"taken at parallelism %d; it cannot be restored at %d", cp.ID(), t.Ctx.Operator, was, t.Ctx.Parallelism)
-	}
-	for _, s := range states {
-		switch {
-		case s.Channel >= outputChannelBase && t.Gate != nil && s.Channel-outputChannelBase < len(t.Ports):
-			if err := t.Gate.Replay(s.Channel-outputChannelBase, s.Data); err != nil {
-				return err
+	op := t.Ctx.Operator
+	for i := range cp.Meta().Parallelism[op] {
+		for _, s := range cp.ChannelStates(op, i) {
+			if err := p.restoreChannel(t, i, s); err != nil {
+				return fmt.Errorf("ringflow: restore checkpoint %d: operator %q subtask %d (from old subtask %d): %w",
+					cp.ID(), op, t.Ctx.Subtask, i, err)
 			}
-		case s.Channel < len(t.Inputs):
-			t.Inputs[s.Channel].Replay = append([]byte(nil), s.Data...)
-		default:
-			return fmt.Errorf("ringflow: restore checkpoint %d: task %s has no channel %d", cp.ID(), t.Name, s.Channel)
 		}
 	}
 	return nil
+}
+
+func (p *physical) restoreChannel(t *operator.Task, old int, s snapshot.ChannelState) error {
+	sub, par := t.Ctx.Subtask, t.Ctx.Parallelism
+	data := append([]byte(nil), s.Data...)
+	if s.Channel >= outputChannelBase {
+		if old%par != sub {
+			return nil
+		}
+		if t.Gate == nil {
+			return fmt.Errorf("output state, but the task has no output")
+		}
+		k := s.Channel - outputChannelBase
+		return t.Gate.Replay(k>>16, k&0xffff, data)
+	}
+	edge, upstream := s.Channel>>16, s.Channel&0xffff
+	var chans []*operator.Channel
+	for _, c := range t.Inputs {
+		if c.Edge == edge {
+			chans = append(chans, c)
+		}
+	}
+	if len(chans) == 0 {
+		return fmt.Errorf("input state for edge %d, which the task does not have", edge)
+	}
+	// NB: the records of one old channel stay in order in one new channel.
+	c := chans[upstream%len(chans)]
+	if p.inputEdgeHashed(t, edge) {
+		kgs, maxP := t.Ctx.KeyGroups, p.job.cfg.MaxParallelism
+		keep := func(h uint64) bool { return kgs.Contains(keygroups.Of(h, maxP)) }
+		c.Replay = append(c.Replay, operator.ReplayState{Data: data, Keep: keep})
+		return nil
+	}
+	if old%par == sub {
+		c.Replay = append(c.Replay, operator.ReplayState{Data: data})
+	}
+	return nil
+}
+
+// inputEdgeHashed reports whether input edge edge of task t's head is keyed.
+func (p *physical) inputEdgeHashed(t *operator.Task, edge int) bool {
+	n := p.job.byName[t.Ctx.Operator]
+	return n != nil && edge < len(n.inputs) && n.inputs[edge].part == operator.Hash
 }
 
 // reserveP makes sure the Go scheduler has one P more than the job has

@@ -269,7 +269,7 @@ type typeInfo struct {
 	codec any // operator.Codec[T], or nil with err set
 	err   error
 	gate  func(opts operator.GateOptions, edges []operator.EdgeOut) (any, *gateOps, error)
-	input func(port any, timed bool) func(rd ringReader) *operator.Channel
+	input func(port any, timed bool, keyHash any) func(rd ringReader) *operator.Channel
 }
 
 // gateOps is the untyped face of an operator.Gate.
@@ -298,9 +298,9 @@ func typeOf[T any](j *Job, n *node, custom any) *typeInfo {
 		}
 		return operator.Input[T](g), &gateOps{op: g, ports: g.Ports(), idle: g}, nil
 	}
-	ti.input = func(port any, timed bool) func(rd ringReader) *operator.Channel {
+	ti.input = func(port any, timed bool, keyHash any) func(rd ringReader) *operator.Channel {
 		in := port.(operator.Input[T])
-		return func(rd ringReader) *operator.Channel { return operator.NewChannel(rd, codec, timed, in) }
+		return func(rd ringReader) *operator.Channel { return operator.NewChannel(rd, codec, timed, in, keyHash) }
 	}
 	return ti
 }

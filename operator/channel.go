@@ -23,20 +23,78 @@ type Channel struct {
 
 	rec  *chanRecord // channel state being recorded (unaligned checkpoint)
 	scan uint64      // frames before this ring position were scanned for barriers
+
+	// Edge and Upstream name the channel independently of the layout: the
+	// index of its edge among the head operator's inputs, and the upstream
+	// subtask it comes from.
+	Edge, Upstream int
 	// Replay is restored channel state, pushed before the ring is read.
-	Replay []byte
+	Replay []ReplayState
+	// pushKept pushes the records of a frame whose key hash keep accepts.
+	pushKept func(f ring.Frame, keep func(hash uint64) bool) error
+}
+
+// ReplayState is restored channel state for a channel: frames to push
+// before the ring is read, only the records whose key hash Keep accepts
+// if Keep is set (a rescaled restore of a keyed edge).
+type ReplayState struct {
+	Data []byte
+	Keep func(hash uint64) bool
 }
 
 // NewChannel returns a channel that decodes DATA frames of T records and
-// pushes them into in. timed says whether frames carry timestamps.
-func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T]) *Channel {
+// pushes them into in. timed says whether frames carry timestamps. keyHash,
+// a func(*T) uint64 for keyed edges (else nil), lets a restore replay only
+// the records of the key groups the subtask owns.
+func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T], keyHash any) *Channel {
 	c := &Channel{Reader: rd, wm: MinWatermark}
 	if size := codec.Size(); size > 0 {
 		c.push = fixedDecoder(size, timed, in)
 	} else {
 		c.push = varDecoder(codec, timed, in)
 	}
+	if kh, ok := keyHash.(func(*T) uint64); ok {
+		c.pushKept = func(f ring.Frame, keep func(uint64) bool) error {
+			kept := keptInput[T]{in: in, hash: kh, keep: keep}
+			var push func(ring.Frame) error
+			if size := codec.Size(); size > 0 {
+				push = fixedDecoder(size, timed, Input[T](&kept))
+			} else {
+				push = varDecoder(codec, timed, Input[T](&kept))
+			}
+			return push(f)
+		}
+	}
 	return c
+}
+
+// keptInput passes on the records whose key hash keep accepts.
+type keptInput[T any] struct {
+	in   Input[T]
+	hash func(*T) uint64
+	keep func(uint64) bool
+	recs []T
+	ts   []int64
+}
+
+func (k *keptInput[T]) Push(recs []T, ts []int64) {
+	k.recs, k.ts = k.recs[:0], k.ts[:0]
+	for i := range recs {
+		if k.keep(k.hash(&recs[i])) {
+			k.recs = append(k.recs, recs[i])
+			if ts != nil {
+				k.ts = append(k.ts, ts[i])
+			}
+		}
+	}
+	if len(k.recs) == 0 {
+		return
+	}
+	var ts2 []int64
+	if ts != nil {
+		ts2 = k.ts
+	}
+	k.in.Push(k.recs, ts2)
 }
 
 // fixedDecoder views a frame of fixed-size records in place: the records

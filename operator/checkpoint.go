@@ -32,9 +32,9 @@ type SnapshotReport struct {
 	SyncDuration time.Duration
 	Align        align.Stats
 	// Unaligned checkpoints: recorded in-flight data of input channels (by
-	// channel index) and of output rings (by ring index, from the gate).
+	// InputKey) and of output rings (by OutputKey, from the gate).
 	Channels     map[int][]byte
-	Outputs      [][]byte
+	Outputs      map[int][]byte
 	TriggerTime  time.Time
 	SnapshotTime time.Time
 }
@@ -236,6 +236,10 @@ func (t *Task) notifyComplete(id uint64) error {
 	return nil
 }
 
+// InputKey numbers the channel state of an input channel by its edge and
+// upstream subtask.
+func InputKey(edge, upstream int) int { return edge<<16 | upstream }
+
 // committed reports whether the last checkpoint the task took part in has
 // completed: a finishing task waits for it, so that its output is committed.
 func (c *Checkpoints) committed() bool { return c.completed >= c.last }
@@ -315,7 +319,7 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 				if c.snap.Channels == nil {
 					c.snap.Channels = map[int][]byte{}
 				}
-				c.snap.Channels[ch.Index] = ch.rec.buf
+				c.snap.Channels[InputKey(ch.Edge, ch.Upstream)] = ch.rec.buf
 			}
 			ch.rec = nil
 		case align.OpComplete:

@@ -52,6 +52,8 @@ type Gate[T any] struct {
 	Base
 	edges []gateEdge[T]
 	all   []*outRing[T]
+	codec Codec[T]
+	timed bool
 }
 
 type gateEdge[T any] struct {
@@ -70,7 +72,7 @@ type GateOptions struct {
 
 // NewGate returns a gate writing to the given edges.
 func NewGate[T any](codec Codec[T], opts GateOptions, edges []EdgeOut) (*Gate[T], error) {
-	g := &Gate[T]{}
+	g := &Gate[T]{codec: codec, timed: opts.Timed}
 	for _, e := range edges {
 		ge := gateEdge[T]{part: e.Partitioning, keys: e.Partitioner}
 		if e.Partitioning == Hash {
@@ -80,11 +82,12 @@ func NewGate[T any](codec Codec[T], opts GateOptions, edges []EdgeOut) (*Gate[T]
 			}
 			ge.hash = h
 		}
-		for _, w := range e.Writers {
+		for ti, w := range e.Writers {
 			o, err := newOutRing(w, codec, opts)
 			if err != nil {
 				return nil, err
 			}
+			o.edge, o.target = len(g.edges), ti
 			ge.rings = append(ge.rings, o)
 			g.all = append(g.all, o)
 		}
@@ -145,26 +148,30 @@ func (g *Gate[T]) Barrier(b ring.Barrier) {
 	}
 }
 
-// SnapshotOutputs closes every open frame and returns, per output ring,
-// the DATA frames that wait in Go memory for room (encoded as channel state;
-// nil if none). An unaligned barrier overtakes them, so they become part of
-// the checkpoint: records this task emitted before its snapshot that no
-// downstream task has seen.
-func (g *Gate[T]) SnapshotOutputs() [][]byte {
-	var out [][]byte
-	for i, o := range g.all {
+// SnapshotOutputs closes every open frame and returns the DATA frames that
+// wait in Go memory for room (encoded as channel state), keyed by
+// OutputKey(edge, target); nil if none. An unaligned barrier overtakes
+// them, so they become part of the checkpoint: records this task emitted
+// before its snapshot that no downstream task has seen.
+func (g *Gate[T]) SnapshotOutputs() map[int][]byte {
+	var out map[int][]byte
+	for _, o := range g.all {
 		o.closeAny()
 		for _, p := range o.pend {
 			if p.typ == ring.FrameData {
 				if out == nil {
-					out = make([][]byte, len(g.all))
+					out = map[int][]byte{}
 				}
-				out[i] = AppendChannelFrame(out[i], p.count, p.data)
+				k := OutputKey(o.edge, o.target)
+				out[k] = AppendChannelFrame(out[k], p.count, p.data)
 			}
 		}
 	}
 	return out
 }
+
+// OutputKey numbers the output channel state of a gate's edge and target.
+func OutputKey(edge, target int) int { return edge<<16 | target }
 
 // BarrierFirst writes an unaligned barrier into every ring ahead of the
 // frames waiting in Go memory, through the control reserve.
@@ -179,13 +186,42 @@ func (g *Gate[T]) BarrierFirst(b ring.Barrier) {
 	}
 }
 
-// Replay queues recorded output frames (see SnapshotOutputs) of ring i
-// ahead of anything the gate writes; a restore calls it before the task runs.
-func (g *Gate[T]) Replay(i int, state []byte) error {
+// Replay re-emits recorded output frames (see SnapshotOutputs) of edge
+// edge, which went to downstream subtask target when they were recorded, ahead
+// of anything the gate writes; a restore calls it before the task runs. The
+// records are partitioned afresh, so the downstream parallelism may have
+// changed: keyed records go to the subtask that owns their key now.
+func (g *Gate[T]) Replay(edge, target int, state []byte) error {
+	if edge >= len(g.edges) {
+		return fmt.Errorf("output state for edge %d, but the gate has %d edges", edge, len(g.edges))
+	}
+	in := replayEdge[T]{g: g, e: &g.edges[edge], target: target}
+	ch := NewChannel[T](nil, g.codec, g.timed, in, nil)
 	return ReadChannelFrames(state, func(count int, data []byte) error {
-		g.all[i].pend = append(g.all[i].pend, pending{typ: ring.FrameData, count: count, data: append([]byte(nil), data...)})
-		return nil
+		return ch.push(ring.Frame{Type: ring.FrameData, Count: count, Payload: data})
 	})
+}
+
+// replayEdge pushes records into one edge of a gate.
+type replayEdge[T any] struct {
+	g      *Gate[T]
+	e      *gateEdge[T]
+	target int
+}
+
+func (r replayEdge[T]) Push(recs []T, ts []int64) {
+	e := r.e
+	if e.part != Hash {
+		e.rings[r.target%len(e.rings)].appendBatch(recs, ts)
+		return
+	}
+	var t int64
+	for j := range recs {
+		if ts != nil {
+			t = ts[j]
+		}
+		e.rings[e.keys.Subtask(e.hash(&recs[j]))].append(&recs[j], t)
+	}
 }
 
 // Ports returns the gate's rings as the task drives them.
@@ -260,6 +296,8 @@ type outRing[T any] struct {
 	frameBytes int
 	pend       []pending
 	dirty      bool
+
+	edge, target int // which edge of the gate, and which downstream subtask
 }
 
 func newOutRing[T any](w *ring.Writer, codec Codec[T], opts GateOptions) (*outRing[T], error) {

@@ -54,8 +54,8 @@ type OutputGate interface {
 	Idle(wm int64)
 	Barrier(b ring.Barrier)
 	BarrierFirst(b ring.Barrier)
-	SnapshotOutputs() [][]byte
-	Replay(i int, state []byte) error
+	SnapshotOutputs() map[int][]byte
+	Replay(edge, target int, state []byte) error
 }
 
 // TaskOptions tune a task's batching.

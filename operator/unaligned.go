@@ -85,13 +85,22 @@ func (t *Task) scan(c *Channel, now time.Time) error {
 // they read anything from their rings.
 func (t *Task) replay() error {
 	for _, c := range t.Inputs {
-		state := c.Replay
+		states := c.Replay
 		c.Replay = nil
-		err := ReadChannelFrames(state, func(count int, payload []byte) error {
-			return c.push(ring.Frame{Type: ring.FrameData, Count: count, Payload: payload})
-		})
-		if err != nil {
-			return fmt.Errorf("input channel %d: replay channel state: %w", c.Index, err)
+		for _, st := range states {
+			err := ReadChannelFrames(st.Data, func(count int, payload []byte) error {
+				f := ring.Frame{Type: ring.FrameData, Count: count, Payload: payload}
+				if st.Keep != nil {
+					if c.pushKept == nil {
+						return fmt.Errorf("keyed channel state for a channel without a key")
+					}
+					return c.pushKept(f, st.Keep)
+				}
+				return c.push(f)
+			})
+			if err != nil {
+				return fmt.Errorf("input channel %d: replay channel state: %w", c.Index, err)
+			}
 		}
 	}
 	return nil
