@@ -275,8 +275,15 @@ func TestWindowsWithFailures(t *testing.T) {
 		if i/len(checkpointModes)%2 == 1 {
 			slow = 20 * time.Microsecond
 		}
-		t.Run(fmt.Sprintf("%s/slow=%v/%d", mode.name, slow, seed), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/slow+skew=%v/%d", mode.name, slow, seed), func(t *testing.T) {
 			evs := makeEvents(seed, 60_000, 40, 20)
+			if slow > 0 {
+				for i := range evs { // skew: half the records carry one hot key
+					if i%2 == 0 {
+						evs[i].Key = 0
+					}
+				}
+			}
 			want := bruteWindows(evs, ringflow.TumblingWindows(100*time.Millisecond))
 			rnd := rand.New(rand.NewPCG(seed, 9))
 			failAt := []int64{1 + rnd.Int64N(60_000), 60_000 + rnd.Int64N(30_000)}
