@@ -44,13 +44,7 @@ func TestCheckpointedFileSink(t *testing.T) {
 	lines := ringflow.Map(counts, "fmt", func(kc [2]uint64) string { return fmt.Sprintf("%d:%d", kc[0], kc[1]) })
 	ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")))
 	run(t, job)
-	var want []string
-	n := map[uint64]uint64{}
-	for _, e := range evs {
-		n[e.Key]++
-		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
-	}
-	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+	diffRows(t, readParts(t, filepath.Join(dir, "out")), rollingCounts(evs))
 	cps := job.Checkpoints()
 	if len(cps) == 0 || !cps[len(cps)-1].Final || cps[len(cps)-1].Status != "completed" {
 		t.Fatalf("checkpoints %+v: want the last to be a completed final one", cps)
@@ -304,13 +298,7 @@ func TestWindowsWithFailures(t *testing.T) {
 // equals that of a run without rescaling.
 func TestRescale(t *testing.T) {
 	evs := makeEvents(testSeed(t), 80_000, 500, 0)
-	var want []string
-	n := map[uint64]uint64{}
-	for _, e := range evs {
-		n[e.Key]++
-		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
-	}
-	want = sortedCopy(want)
+	want := rollingCounts(evs)
 	build := func(dir string, par int, rate float64) *ringflow.Job {
 		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50,
 			Checkpoint: checkpointed(dir, 2*time.Millisecond)})
@@ -416,13 +404,7 @@ func TestListStateWithFailures(t *testing.T) {
 // group, and the committed output equals an uninterrupted run's.
 func TestRescaleUnaligned(t *testing.T) {
 	evs := makeEvents(testSeed(t), 60_000, 300, 0)
-	var want []string
-	n := map[uint64]uint64{}
-	for _, e := range evs {
-		n[e.Key]++
-		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
-	}
-	want = sortedCopy(want)
+	want := rollingCounts(evs)
 	build := func(dir string, par int, slow time.Duration) *ringflow.Job {
 		ck := checkpointed(dir, 5*time.Millisecond)
 		ck.Unaligned = true
@@ -473,4 +455,16 @@ func TestRescaleUnaligned(t *testing.T) {
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
 		})
 	}
+}
+
+// rollingCounts is the output of a rolling count per key over evs, as
+// "key:count" lines, sorted.
+func rollingCounts(evs []event) []string {
+	var want []string
+	n := map[uint64]uint64{}
+	for _, e := range evs {
+		n[e.Key]++
+		want = append(want, fmt.Sprintf("%d:%d", e.Key, n[e.Key]))
+	}
+	return sortedCopy(want)
 }
