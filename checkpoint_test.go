@@ -295,7 +295,8 @@ func TestWindowsWithFailures(t *testing.T) {
 
 // TestRescale takes checkpoints at parallelism 2, stops the job, and resumes
 // it from its state dir at parallelism 1 and at 4: the committed output
-// equals that of a run without rescaling.
+// equals that of a run without rescaling. (The count is a MapWithState;
+// TestRescaleUnaligned rescales an Aggregate.)
 func TestRescale(t *testing.T) {
 	evs := makeEvents(testSeed(t), 80_000, 500, 0)
 	want := rollingCounts(evs)
@@ -305,7 +306,10 @@ func TestRescale(t *testing.T) {
 		s := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event { return evs[i] },
 			ringflow.GenOptions{Count: uint64(len(evs)), Rate: rate}))
 		k := ringflow.KeyBy(s, func(e event) uint64 { return e.Key })
-		counts := ringflow.Aggregate(k, "count", keyCount{}, ringflow.Parallelism(par))
+		counts := ringflow.MapWithState(k, "count", func(n *uint64, e event) [2]uint64 {
+			*n++
+			return [2]uint64{e.Key, *n}
+		}, ringflow.Parallelism(par))
 		lines := ringflow.Map(counts, "fmt", func(kc [2]uint64) string { return fmt.Sprintf("%d:%d", kc[0], kc[1]) },
 			ringflow.Parallelism(par))
 		ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")), ringflow.Parallelism(par))

@@ -3,8 +3,8 @@
 //
 // A job is a graph of typed streams built with functions (Go methods cannot
 // take type parameters): Source, Map, Filter, FlatMap, KeyBy, Union,
-// Rebalance, Reduce, Aggregate, Process, Window, WindowJoin, Sink and
-// TxnSink. Run checks the graph, lays it out as tasks — forward edges of
+// Rebalance, Reduce, Aggregate, MapWithState, Process, Window, WindowJoin,
+// Sink and TxnSink. Run checks the graph, lays it out as tasks — forward edges of
 // equal parallelism chained into one task, every other edge one
 // single-producer ring per pair of subtasks — and runs the tasks on
 // worker threads pinned to the process's CPUs (package sched).

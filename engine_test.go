@@ -178,7 +178,8 @@ func TestStatelessOperators(t *testing.T) {
 // depends on how the sources interleave, so the reduce is checked by each
 // key's final value (the sink keeps the latest per key, which the key's one
 // subtask emits last) and the count aggregate by the multiset of its
-// updates, which is {1..n} per key in any order.
+// updates, which is {1..n} per key in any order; MapWithState's count must
+// give the same multiset, and its sum the key's total at its last record.
 func TestReduceAndAggregate(t *testing.T) {
 	evs := makeEvents(testSeed(t), 30_000, 500, 0)
 	sums := map[uint64]int64{}
@@ -196,6 +197,15 @@ func TestReduceAndAggregate(t *testing.T) {
 		k := ringflow.KeyBy(s, func(e event) uint64 { return e.Key })
 		red := ringflow.Reduce(k, "sum", func(a, b event) event { a.Value += b.Value; return a })
 		agg := ringflow.Aggregate(k, "count", keyCount{})
+		type sumCount struct{ Sum, Count int64 }
+		withState := ringflow.MapWithState(k, "state", func(st *sumCount, e event) [2]uint64 {
+			st.Sum += e.Value
+			st.Count++
+			if st.Sum != sums[e.Key] && st.Count == counts[e.Key] {
+				panic(fmt.Sprintf("key %d: sum %d after its last record, want %d", e.Key, st.Sum, sums[e.Key]))
+			}
+			return [2]uint64{e.Key, uint64(st.Count)}
+		})
 		var mu sync.Mutex
 		latest := map[uint64]int64{}
 		ringflow.Sink(red, "sums", func(e event) error {
@@ -206,6 +216,8 @@ func TestReduceAndAggregate(t *testing.T) {
 		})
 		var a collect
 		ringflow.Sink(agg, "counts", sinkTo(&a, func(kc [2]uint64) string { return fmt.Sprintf("%d:%d", kc[0], kc[1]) }))
+		var ws collect
+		ringflow.Sink(withState, "state-counts", sinkTo(&ws, func(kc [2]uint64) string { return fmt.Sprintf("%d:%d", kc[0], kc[1]) }))
 		run(t, job)
 		if len(latest) != len(sums) {
 			t.Fatalf("%d keys reduced, want %d", len(latest), len(sums))
@@ -216,6 +228,7 @@ func TestReduceAndAggregate(t *testing.T) {
 			}
 		}
 		diffRows(t, a.sorted(), wantAgg)
+		diffRows(t, ws.sorted(), wantAgg)
 	})
 }
 

@@ -64,3 +64,35 @@ func hasPadding(t reflect.Type) bool {
 	}
 	return false
 }
+
+// batchKeysFor returns the batch form of KeyFuncs for key, which hashes with
+// hash: it fills keys (if not nil) and hashes for a batch of records with
+// one call of key per record and, for integer keys, the hash inlined,
+// where calling key and hash per record through function values would cost
+// three indirect calls on the keyed path's every record.
+func batchKeysFor[K comparable, T any](key func(T) K, hash func(K) uint64) func(recs []T, keys []K, hashes []uint64) {
+	var zero K
+	switch any(zero).(type) {
+	case uint64, int64:
+		return func(recs []T, keys []K, hashes []uint64) {
+			hashes = hashes[:len(recs)]
+			for i := range recs {
+				k := key(recs[i])
+				if keys != nil {
+					keys[i] = k
+				}
+				hashes[i] = keygroups.HashUint64(*(*uint64)(unsafe.Pointer(&k)))
+			}
+		}
+	}
+	return func(recs []T, keys []K, hashes []uint64) {
+		hashes = hashes[:len(recs)]
+		for i := range recs {
+			k := key(recs[i])
+			if keys != nil {
+				keys[i] = k
+			}
+			hashes[i] = hash(k)
+		}
+	}
+}

@@ -152,7 +152,7 @@ type edge struct {
 	from, to *node
 	port     int
 	part     operator.Partitioning
-	keyHash  any // func(*T) uint64 for Hash edges
+	keyHash  any // operator.KeyHasher[T] for Hash edges
 }
 
 // Option sets a property of an operator.

@@ -19,7 +19,7 @@ type Stream[T any] struct {
 type streamSrc struct {
 	node    *node
 	part    operator.Partitioning
-	keyHash any // func(*T) uint64 for Hash
+	keyHash any // operator.KeyHasher[T] for Hash
 }
 
 // KeyedStream is a stream partitioned by key: the operators applied to it
@@ -145,8 +145,12 @@ func KeyBy[K comparable, T any](s Stream[T], key func(T) K) KeyedStream[K, T] {
 	if err != nil {
 		s.job.errorf("KeyBy: %v", err)
 	}
-	keys := operator.KeyFuncs[K, T]{Key: key, Hash: hash}
-	keyHash := func(p *T) uint64 { return hash(key(*p)) }
+	batch := batchKeysFor(key, hash)
+	keys := operator.KeyFuncs[K, T]{Key: key, Hash: hash, KeyAll: batch}
+	keyHash := operator.KeyHasher[T]{
+		One: func(p *T) uint64 { return hash(key(*p)) },
+		All: func(recs []T, hashes []uint64) { batch(recs, nil, hashes) },
+	}
 	k := KeyedStream[K, T]{Stream: Stream[T]{job: s.job}, keys: keys}
 	for _, src := range s.srcs {
 		k.srcs = append(k.srcs, streamSrc{node: src.node, part: operator.Hash, keyHash: keyHash})
@@ -164,6 +168,24 @@ func Reduce[K comparable, T any](k KeyedStream[K, T], name string, f func(acc, r
 		return []any{operator.Input[T](op)}, op
 	}
 	return newStream[T](k.job, n, o, k.checkTimed(name))
+}
+
+// MapWithState adds a keyed operator that calls f for every record with a
+// pointer to the record's key's state (the zero S for a new key), which f
+// updates in place, and emits what f returns. The pointer is valid only
+// during the call. State is checkpointed like every keyed state; S must be
+// encodable (see Codec).
+//
+//	counts := ringflow.MapWithState(ringflow.KeyBy(words, word), "count",
+//		func(n *int64, w string) WordCount { *n++; return WordCount{w, *n} })
+func MapWithState[K comparable, T, S, U any](k KeyedStream[K, T], name string, f func(state *S, rec T) U, opts ...Option) Stream[U] {
+	n, o := k.job.addNode(name, opts, k.srcs)
+	n.keyed = true
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewMapWithState(k.keys, f, down.(operator.Input[U]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[U](k.job, n, o, k.checkTimed(name))
 }
 
 // AggregateFunc folds records into an accumulator; see operator.AggregateFunc.

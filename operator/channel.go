@@ -44,7 +44,7 @@ type ReplayState struct {
 
 // NewChannel returns a channel that decodes DATA frames of T records and
 // pushes them into in. timed says whether frames carry timestamps. keyHash,
-// a func(*T) uint64 for keyed edges (else nil), lets a restore replay only
+// a KeyHasher[T] for keyed edges (else nil), lets a restore replay only
 // the records of the key groups the subtask owns.
 func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T], keyHash any) *Channel {
 	c := &Channel{Reader: rd, wm: MinWatermark}
@@ -53,9 +53,9 @@ func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T],
 	} else {
 		c.push = varDecoder(codec, timed, in)
 	}
-	if kh, ok := keyHash.(func(*T) uint64); ok {
+	if kh, ok := keyHash.(KeyHasher[T]); ok && kh.One != nil {
 		c.pushKept = func(f ring.Frame, keep func(uint64) bool) error {
-			kept := keptInput[T]{in: in, hash: kh, keep: keep}
+			kept := keptInput[T]{in: in, hash: kh.One, keep: keep}
 			var push func(ring.Frame) error
 			if size := codec.Size(); size > 0 {
 				push = fixedDecoder(size, timed, Input[T](&kept))

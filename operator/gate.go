@@ -39,7 +39,7 @@ func (p Partitioning) String() string {
 type EdgeOut struct {
 	Partitioning Partitioning
 	Writers      []*ring.Writer
-	// Hash edges: the key hash of a record (a func(*T) uint64) and the
+	// Hash edges: the key hash of a record (a KeyHasher[T]) and the
 	// partitioner of the downstream operator.
 	KeyHash     any
 	Partitioner *keygroups.Partitioner
@@ -57,11 +57,12 @@ type Gate[T any] struct {
 }
 
 type gateEdge[T any] struct {
-	part  Partitioning
-	rings []*outRing[T]
-	hash  func(*T) uint64
-	keys  *keygroups.Partitioner
-	next  int // Rebalance: ring for the next batch
+	part   Partitioning
+	rings  []*outRing[T]
+	hash   KeyHasher[T]
+	hashes []uint64 // scratch: the key hashes of a batch
+	keys   *keygroups.Partitioner
+	next   int // Rebalance: ring for the next batch
 }
 
 // GateOptions configure how a gate frames records.
@@ -76,9 +77,9 @@ func NewGate[T any](codec Codec[T], opts GateOptions, edges []EdgeOut) (*Gate[T]
 	for _, e := range edges {
 		ge := gateEdge[T]{part: e.Partitioning, keys: e.Partitioner}
 		if e.Partitioning == Hash {
-			h, ok := e.KeyHash.(func(*T) uint64)
-			if !ok || e.Partitioner == nil {
-				return nil, fmt.Errorf("hash edge needs a func(*%T) uint64 and a partitioner", *new(T))
+			h, ok := e.KeyHash.(KeyHasher[T])
+			if !ok || h.One == nil || h.All == nil || e.Partitioner == nil {
+				return nil, fmt.Errorf("hash edge needs a KeyHasher[%T] and a partitioner", *new(T))
 			}
 			ge.hash = h
 		}
@@ -109,12 +110,17 @@ func (g *Gate[T]) Push(recs []T, ts []int64) {
 				e.next = 0
 			}
 		case Hash:
+			if cap(e.hashes) < len(recs) {
+				e.hashes = make([]uint64, len(recs))
+			}
+			hs := e.hashes[:len(recs)]
+			e.hash.All(recs, hs)
 			var t int64
 			for j := range recs {
 				if ts != nil {
 					t = ts[j]
 				}
-				e.rings[e.keys.Subtask(e.hash(&recs[j]))].append(&recs[j], t)
+				e.rings[e.keys.Subtask(hs[j])].append(&recs[j], t)
 			}
 		}
 	}
@@ -220,7 +226,7 @@ func (r replayEdge[T]) Push(recs []T, ts []int64) {
 		if ts != nil {
 			t = ts[j]
 		}
-		e.rings[e.keys.Subtask(e.hash(&recs[j]))].append(&recs[j], t)
+		e.rings[e.keys.Subtask(e.hash.One(&recs[j]))].append(&recs[j], t)
 	}
 }
 

@@ -41,8 +41,11 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 		})
 	case "keyed-count":
 		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
-		counts := ringflow.Reduce(ringflow.KeyBy(src, key), "count", func(acc, r Record) Record {
-			r.Value += acc.Value
+		// The rolling count keeps one int64 per key, as the baseline's Go
+		// map does.
+		counts := ringflow.MapWithState(ringflow.KeyBy(src, key), "count", func(n *int64, r Record) Record {
+			*n += r.Value
+			r.Value = *n
 			return r
 		})
 		if c.SinkDir != "" {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"iter"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ringflow/ringflow/internal/invariants"
+	"github.com/ringflow/ringflow/internal/prefetch"
 	"github.com/ringflow/ringflow/keygroups"
 )
 
@@ -63,8 +65,7 @@ type Map[K comparable, V any] struct {
 	tables []table[K, V] // tables[kg-kgs.Start]
 	n      int
 
-	prefetched  int // see Prefetch
-	prefetchBuf []*slot[K, V]
+	prefetchBuf []unsafe.Pointer
 
 	version  uint64 // current version; pages written now get this version
 	required uint64 // highest snapshot version that may still be read; 0: none
@@ -197,33 +198,27 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 	return zero, false
 }
 
-// Prefetch reads, for each hash, the first slot a lookup of that hash
-// probes, and nothing else. Called on a batch of hashes before the batch's
+// Prefetch asks the CPU to load, for each hash, the first slot a lookup of
+// that hash probes. Called on a batch of hashes before the batch's
 // GetHashed/UpsertHashed calls, it lets the CPU overlap the batch's cache
-// and TLB misses instead of taking them one record at a time (the records
-// are independent, so the loads issue in parallel). It has no other effect.
+// and TLB misses instead of taking them one record at a time. It has no
+// other effect.
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	// Two passes. The first finds each home slot (the tables and
-	// directories are small and mostly cached); the second only loads
-	// through the found pointers, a loop short enough that the CPU keeps
-	// many of its cache misses in flight at once.
+	// directories are small and mostly cached); the second prefetches the
+	// found slots (both lines, if a slot straddles two), a loop of
+	// instructions that do not wait for their data, so that the batch's
+	// misses are all in flight at once.
 	slots := m.prefetchBuf[:0]
 	for _, h := range hashes {
 		if t := m.table(h); t != nil && len(t.dir) != 0 {
 			i := t.home(h)
-			slots = append(slots, &t.dir[i>>pageShift].p.slots[i&pageMask])
+			slots = append(slots, unsafe.Pointer(&t.dir[i>>pageShift].p.slots[i&pageMask]))
 		}
 	}
-	var zero K
-	n := 0
-	for _, s := range slots {
-		if s.key == zero {
-			n++
-		}
-	}
+	prefetch.Spans(slots, unsafe.Sizeof(slot[K, V]{}))
 	clear(slots) // NB: do not keep pages reachable
 	m.prefetchBuf = slots[:0]
-	m.prefetched += n // keeps the loads from being optimised away
 }
 
 // Put sets k's value.

@@ -1,0 +1,10 @@
+//go:build amd64 || arm64
+
+package prefetch
+
+import "unsafe"
+
+// spans prefetches *p[i] and *p[i]+last for i < n; n > 0.
+//
+//go:noescape
+func spans(p *unsafe.Pointer, n int, last uintptr)
