@@ -201,20 +201,21 @@ func (s *Store) checkRefsLocked() {
 	}
 }
 
-// collectGarbage applies queued tombstones in one ingested sstable. It
-// runs only after the manifest that made them garbage is durable. On
-// failure the garbage stays queued for the next commit; a crash loses the
-// queue, and the next Open's sweep finds the same keys again.
+// collectGarbage applies queued tombstones in one ingestion. It runs only
+// after the manifest that made them garbage is durable. On failure the
+// garbage stays queued for the next commit; a crash loses the queue, and
+// the next Open's sweep finds the same keys again.
 func (s *Store) collectGarbage() {
 	s.mu.Lock()
 	garbage := dedupeKVs(s.mu.garbage)
 	s.mu.garbage = nil
+	live := s.liveOriginsLocked()
 	s.mu.Unlock()
 	if len(garbage) == 0 {
 		return
 	}
 	err := s.withDB(func(db *pebble.DB) error {
-		_, err := s.ingest(db, "gc", garbage)
+		_, err := s.ingest(db, "gc", tombstoneGroups(garbage, live)...)
 		return err
 	})
 	s.mu.Lock()
@@ -229,6 +230,62 @@ func (s *Store) collectGarbage() {
 	}
 	s.mu.stats.GarbageKeysDeleted += uint64(len(garbage))
 }
+
+// liveOriginsLocked returns the origins of every referenced blob. s.mu
+// must be held.
+func (s *Store) liveOriginsLocked() map[uint64]bool {
+	live := make(map[uint64]bool)
+	for k := range s.mu.refs {
+		if origin, ok := decodeBlobKeyOrigin([]byte(k)); ok {
+			live[origin] = true
+		}
+	}
+	return live
+}
+
+// tombstoneGroups splits sorted, deduplicated garbage into one group per
+// blob origin, one for manifests and one for quarantine keys: groups that
+// do not overlap, for one sstable each. The blobs of an origin none of
+// whose blobs is live become one range tombstone over the origin.
+//
+// NB: that is what lets Pebble drop a dead checkpoint's blobs without
+// rewriting anything: they sit in their own bottom-level table (see
+// Commit), the range tombstone covers it whole, and Pebble deletes a table
+// a range tombstone covers whole (a delete-only compaction). Point
+// tombstones in one table spanning several origins overlapped live tables,
+// and compactions rewrote those to apply them. The range is safe: a blob
+// that no retained manifest or pending checkpoint references can never be
+// referenced again, and no blob of an older origin is ever written again.
+func tombstoneGroups(garbage []sstKV, live map[uint64]bool) [][]sstKV {
+	var groups [][]sstKV
+	for i := 0; i < len(garbage); {
+		j := i + 1
+		for j < len(garbage) && sameGroup(garbage[i].key, garbage[j].key) {
+			j++
+		}
+		g := garbage[i:j:j]
+		if origin, ok := decodeBlobKeyOrigin(g[0].key); ok && !live[origin] {
+			g = []sstKV{{key: originPrefix(origin), end: originPrefix(origin + 1)}}
+		}
+		groups = append(groups, g)
+		i = j
+	}
+	return groups
+}
+
+// sameGroup says whether two garbage keys go into the same sstable: blob
+// keys of the same origin, or keys of the same other namespace.
+func sameGroup(a, b []byte) bool {
+	if a[0] != b[0] {
+		return false
+	}
+	oa, okA := decodeBlobKeyOrigin(a)
+	ob, okB := decodeBlobKeyOrigin(b)
+	return okA == okB && oa == ob
+}
+
+// originPrefix is the smallest key of the blobs of origin.
+func originPrefix(origin uint64) []byte { return idKey(prefixBlob, origin) }
 
 // dedupeKVs sorts kvs by key and drops repeated keys (the same blob can be
 // queued both by retention and by Open's sweep).

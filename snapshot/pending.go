@@ -20,6 +20,9 @@ import (
 type Pending struct {
 	s  *Store
 	id uint64
+	// arena holds the bytes of the entries written (not reused) until the
+	// checkpoint ends.
+	arena *arena
 
 	bytesWritten atomic.Uint64
 	bytesReused  atomic.Uint64
@@ -127,8 +130,9 @@ func (p *Pending) put(kind Kind, op string, a, b int, data []byte) error {
 	return nil
 }
 
-// prepare validates an entry and copies and checksums its bytes. It runs
-// outside the lock: writers of different subtasks proceed in parallel.
+// prepare validates an entry and copies its bytes into the arena and
+// checksums them. It runs outside the lock: writers of different subtasks
+// proceed in parallel.
 func (p *Pending) prepare(kind Kind, op string, a, b int, data []byte) (entryKey, *pendingEntry, error) {
 	k, err := makeEntryKey(kind, op, a, b)
 	if err != nil {
@@ -138,8 +142,16 @@ func (p *Pending) prepare(kind Kind, op string, a, b int, data []byte) (entryKey
 		return entryKey{}, nil, fmt.Errorf("snapshot: checkpoint %d: %s: %d bytes, more than the limit %d",
 			p.id, k, len(data), BlobMaxBytes)
 	}
-	pe := &pendingEntry{data: append(make([]byte, 0, len(data)), data...)}
-	pe.sum = checksum(pe.data)
+	buf, err := p.arena.copy(data)
+	if errors.Is(err, errArenaReleased) {
+		p.mu.Lock()
+		err = fmt.Errorf("snapshot: checkpoint %d: %s: checkpoint already ended: %w", p.id, k, p.mu.err)
+		p.mu.Unlock()
+	}
+	if err != nil {
+		return entryKey{}, nil, err
+	}
+	pe := &pendingEntry{data: buf, sum: checksum(buf)}
 	return k, pe, nil
 }
 
@@ -273,8 +285,8 @@ func (p *Pending) end(reason error) error {
 }
 
 // Commit completes the checkpoint: it builds and validates the manifest,
-// writes the new blobs and the manifest into one sstable, syncs it and
-// ingests it into Pebble. The checkpoint exists once Commit returns nil,
+// writes the new blobs and the manifest into two sstables, syncs them and
+// ingests both into Pebble in one atomic step. The checkpoint exists once Commit returns nil,
 // and not before. Then retention runs and unreferenced blobs are deleted.
 // On error nothing of the checkpoint remains and the store stays usable.
 func (p *Pending) Commit(meta Meta) error {
@@ -284,14 +296,22 @@ func (p *Pending) Commit(meta Meta) error {
 	s := p.s
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	m, kvs, err := p.build(meta)
+	m, blobs, enc, err := p.build(meta)
 	if err == nil {
 		err = s.checkNewest(p.id)
 	}
 	var size uint64
 	if err == nil {
+		// NB: the new blobs and the manifest go into two sstables, ingested
+		// together (one atomic version edit). Apart, each spans only keys
+		// nothing else in the store overlaps (blob keys of a new origin; one
+		// manifest key), so Pebble places both in its bottom level and no
+		// compaction has to rewrite them; one table spanning from the blobs
+		// to the manifest overlapped every older manifest, landed in L0 and
+		// cost a compaction rewriting it soon after.
+		manifestKV := []sstKV{{key: idKey(prefixManifest, p.id), value: enc}}
 		err = s.withDB(func(db *pebble.DB) error {
-			size, err = s.ingest(db, fmt.Sprintf("ckpt-%d", p.id), kvs)
+			size, err = s.ingest(db, fmt.Sprintf("ckpt-%d", p.id), blobs, manifestKV)
 			return err
 		})
 	}
@@ -321,24 +341,25 @@ func (s *Store) checkNewest(id uint64) error {
 	return nil
 }
 
-// build returns the validated manifest and the sstable contents: every
-// newly written blob, then the manifest.
-func (p *Pending) build(meta Meta) (*manifest, []sstKV, error) {
+// build returns the validated manifest, the newly written blobs keyed for
+// the store, and the manifest's encoding.
+func (p *Pending) build(meta Meta) (*manifest, []sstKV, []byte, error) {
 	m := &manifest{id: p.id, meta: meta.clone()}
 	p.mu.Lock()
-	kvs := make([]sstKV, 0, len(p.mu.entries)+1)
+	m.entries = make([]manifestEntry, 0, len(p.mu.entries))
+	var blobs []sstKV
 	for k, pe := range p.mu.entries {
 		e := pe.ref
 		if !pe.reused {
 			e = manifestEntry{key: k, origin: p.id, length: uint64(len(pe.data)), checksum: pe.sum}
-			kvs = append(kvs, sstKV{key: e.blobKey(), value: pe.data})
+			blobs = append(blobs, sstKV{key: e.blobKey(), value: pe.data})
 		}
 		m.entries = append(m.entries, e)
 	}
 	p.mu.Unlock()
 	sort.Slice(m.entries, func(i, j int) bool { return compareEntryKeys(m.entries[i].key, m.entries[j].key) < 0 })
 	if err := m.validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	enc := m.encode()
 	if invariants.Enabled {
@@ -348,12 +369,12 @@ func (p *Pending) build(meta Meta) (*manifest, []sstKV, error) {
 		ok := err == nil && back.id == m.id && len(back.entries) == len(m.entries)
 		invariants.Check(ok, "snapshot: manifest %d does not survive its own encoding: %v", m.id, err)
 	}
-	kvs = append(kvs, sstKV{key: idKey(prefixManifest, p.id), value: enc})
-	return m, kvs, nil
+	return m, blobs, enc, nil
 }
 
 // finish retires a pending checkpoint that did not complete.
 func (s *Store) finish(p *Pending, aborted bool) {
+	defer p.arena.release() // after s.mu is unlocked
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.mu.pending[p.id]; !ok {
@@ -370,6 +391,7 @@ func (s *Store) finish(p *Pending, aborted bool) {
 
 // finishCommitted records a durable checkpoint and applies retention.
 func (s *Store) finishCommitted(p *Pending, m *manifest, size uint64) {
+	defer p.arena.release() // after s.mu is unlocked; the sstable is written
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Take the manifest's references before releasing the pending ones, so
@@ -389,7 +411,7 @@ func (s *Store) finishCommitted(p *Pending, m *manifest, size uint64) {
 }
 
 // releaseReusedLocked drops the references p took with ReuseKeyGroup and
-// frees p's buffered bytes. s.mu must be held.
+// the entries, which point into p's arena. s.mu must be held.
 func (p *Pending) releaseReusedLocked() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -88,6 +88,8 @@ type Store struct {
 	logger     Logger
 	popts      *pebble.Options
 	stagingSeq atomic.Uint64
+	// chunks feeds the arenas of pending checkpoints.
+	chunks chunkPool
 
 	// closeMu is held for reading around every use of db, and for writing
 	// by Close, so db is never used after it was closed.
@@ -249,6 +251,7 @@ func (s *Store) Close() error {
 	defer s.closeMu.Unlock()
 	err := s.db.Close()
 	s.db = nil
+	s.chunks.close()
 	return err
 }
 
@@ -267,7 +270,7 @@ func (s *Store) Begin(id uint64) (*Pending, error) {
 			id, s.mu.maxID)
 	}
 	s.mu.maxID = id
-	p := &Pending{s: s, id: id}
+	p := &Pending{s: s, id: id, arena: newArena(&s.chunks)}
 	p.mu.entries = make(map[entryKey]*pendingEntry)
 	p.mu.chains = make(map[entryKey]int)
 	s.mu.pending[id] = p
@@ -313,30 +316,50 @@ func (s *Store) withDB(fn func(db *pebble.DB) error) error {
 	return fn(s.db)
 }
 
-// sstKV is one key of an sstable the store builds for ingestion.
+// sstKV is one key of an sstable the store builds for ingestion: a value,
+// a point tombstone (delete), or a range tombstone over [key, end).
 type sstKV struct {
 	key    []byte
 	value  []byte
 	delete bool
+	end    []byte
 }
 
-// ingest writes kvs (sorted here) into a new sstable under the staging dir,
-// syncs it, and ingests it into Pebble in one atomic step. Every error
-// before Pebble's version edit leaves the database unchanged.
-func (s *Store) ingest(db *pebble.DB, name string, kvs []sstKV) (uint64, error) {
-	sort.Slice(kvs, func(i, j int) bool { return string(kvs[i].key) < string(kvs[j].key) })
-	path := s.fs.PathJoin(s.stagingDir, fmt.Sprintf("%s-%06d.sst", name, s.stagingSeq.Add(1)))
-	size, err := s.writeSST(db, path, kvs)
-	if err == nil {
-		err = db.Ingest(context.Background(), []string{path})
+// ingest writes each non-empty group of kvs (each sorted here) into an
+// sstable of its own under the staging dir, syncs them, and ingests them
+// all into Pebble in one atomic step (one version edit). Groups must not
+// overlap. Every error before Pebble's version edit leaves the database
+// unchanged. It returns the bytes of the tables.
+func (s *Store) ingest(db *pebble.DB, name string, groups ...[]sstKV) (uint64, error) {
+	var paths []string
+	defer func() {
+		// Ingest removes its input on success, but only logs a failure to
+		// do so; a failed ingest leaves it. Either way it must not linger
+		// (Open also clears the staging dir).
+		for _, path := range paths {
+			if err := s.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.logger.Errorf("snapshot: remove staging file %s: %v", path, err)
+			}
+		}
+	}()
+	var size uint64
+	for _, kvs := range groups {
+		if len(kvs) == 0 {
+			continue
+		}
+		sort.Slice(kvs, func(i, j int) bool { return string(kvs[i].key) < string(kvs[j].key) })
+		path := s.fs.PathJoin(s.stagingDir, fmt.Sprintf("%s-%06d.sst", name, s.stagingSeq.Add(1)))
+		paths = append(paths, path)
+		n, err := s.writeSST(db, path, kvs)
+		if err != nil {
+			return 0, err
+		}
+		size += n
 	}
-	// Ingest removes its input on success, but only logs a failure to do
-	// so; a failed ingest leaves it. Either way it must not linger (Open
-	// also clears the staging dir).
-	if rmErr := s.fs.Remove(path); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-		s.logger.Errorf("snapshot: remove staging file %s: %v", path, rmErr)
+	if len(paths) == 0 {
+		return 0, nil
 	}
-	if err != nil {
+	if err := db.Ingest(context.Background(), paths); err != nil {
 		return 0, err
 	}
 	return size, nil
@@ -349,12 +372,15 @@ func (s *Store) writeSST(db *pebble.DB, path string, kvs []sstKV) (uint64, error
 	}
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.popts.MakeWriterOptions(0, db.TableFormat()))
 	for i := range kvs {
-		if i > 0 && string(kvs[i-1].key) == string(kvs[i].key) {
-			err = fmt.Errorf("duplicate key %q in one sstable", kvs[i].key)
-		} else if kvs[i].delete {
-			err = w.Delete(kvs[i].key)
-		} else {
-			err = w.Set(kvs[i].key, kvs[i].value)
+		switch kv := &kvs[i]; {
+		case i > 0 && string(kvs[i-1].key) == string(kv.key):
+			err = fmt.Errorf("duplicate key %q in one sstable", kv.key)
+		case kv.end != nil:
+			err = w.DeleteRange(kv.key, kv.end)
+		case kv.delete:
+			err = w.Delete(kv.key)
+		default:
+			err = w.Set(kv.key, kv.value)
 		}
 		if err != nil {
 			_ = w.Close()
