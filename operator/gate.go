@@ -117,10 +117,19 @@ func (g *Gate[T]) Push(recs []T, ts []int64) {
 			e.hash.All(recs, hs)
 			var t int64
 			for j := range recs {
+				o := e.rings[e.keys.Subtask(hs[j])]
+				if o.n < o.capN && !o.timed {
+					// NB: append's common case, written out: append is
+					// too big to inline, and this is a call per record.
+					*(*T)(unsafe.Add(o.base, o.n*o.size)) = recs[j]
+					o.n++
+					o.dirty = true
+					continue
+				}
 				if ts != nil {
 					t = ts[j]
 				}
-				e.rings[e.keys.Subtask(hs[j])].append(&recs[j], t)
+				o.append(&recs[j], t)
 			}
 		}
 	}
