@@ -122,3 +122,23 @@ func Example_windowedAggregation() {
 	// sensor 1 [2000,3000) sum 125
 	// sensor 1 [3000,4000) sum 175
 }
+
+// MapWithState keeps a value per key that the function updates in place:
+// here each word's running count, emitted with every occurrence.
+func ExampleMapWithState() {
+	job := ringflow.NewJob(ringflow.Config{Workers: 1, Parallelism: 1})
+	words := ringflow.Source(job, "words", ringflow.FromSlice(strings.Fields("a b a c b a")))
+	counts := ringflow.MapWithState(ringflow.KeyBy(words, func(w string) string { return w }), "count",
+		func(n *int, w string) string {
+			*n++
+			return fmt.Sprintf("%s:%d", w, *n)
+		})
+	var out []string
+	ringflow.Sink(counts, "collect", func(s string) error { out = append(out, s); return nil })
+	if err := job.Run(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(strings.Join(out, " "))
+	// Output: a:1 b:1 a:2 c:1 b:2 a:3
+}
