@@ -45,16 +45,21 @@ type arena struct {
 
 func newArena(pool *chunkPool) *arena { return &arena{pool: pool} }
 
-// copy returns a copy of data that lives in the arena.
-func (a *arena) copy(data []byte) ([]byte, error) {
+// copy returns a copy of data that lives in the arena, and its checksum.
+//
+// NB: the checksum is taken from the copy inside the read lock: once the
+// lock is dropped the checkpoint may end and its chunks be unmapped or
+// reused, and only then can the caller learn (from the Pending's lock)
+// that its entry was not added.
+func (a *arena) copy(data []byte) ([]byte, uint64, error) {
 	a.copying.RLock()
 	defer a.copying.RUnlock()
 	dst, err := a.alloc(len(data))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	copy(dst, data)
-	return dst, nil
+	return dst, checksum(dst), nil
 }
 
 // alloc reserves n bytes. The caller must hold a.copying for reading.
@@ -114,6 +119,10 @@ type chunkPool struct {
 	keep   int // free chunks kept at most
 	mapped int // chunks mapped, free or in use
 	closed bool
+	// noReuse, set by tests, unmaps every chunk handed back, so that a
+	// use after release faults instead of reading another checkpoint's
+	// bytes.
+	noReuse bool
 }
 
 func (cp *chunkPool) get() ([]byte, error) {
@@ -139,7 +148,7 @@ func (cp *chunkPool) put(chunks [][]byte) {
 	defer cp.mu.Unlock()
 	cp.free = append(cp.free, chunks...)
 	cp.keep = max(len(chunks), cp.keep/2)
-	if cp.closed {
+	if cp.closed || cp.noReuse {
 		cp.keep = 0
 	}
 	for len(cp.free) > cp.keep {

@@ -66,29 +66,41 @@ func TestArenaChunksReturned(t *testing.T) {
 	}
 }
 
-// TestArenaPutRacesEnd: Puts from several goroutines race with Abort (or
-// Close): each Put either succeeds or fails saying the checkpoint ended,
-// none writes into memory the arena handed back (the race detector and the
-// next checkpoint's contents would show it), and every chunk comes back.
+// TestArenaPutRacesEnd: Puts from several goroutines race with Abort:
+// each Put either succeeds or fails saying the checkpoint ended, none
+// touches memory the arena handed back (the chunks are unmapped at once
+// here, so that would fault), and every chunk comes back.
 func TestArenaPutRacesEnd(t *testing.T) {
 	seed := testSeed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	s, _ := openTest(t, vfs.NewMem(), 1)
 	defer s.Close()
+	s.chunks.noReuse = true // a write or read after release faults
+	const writers, perWriter, size = 4, 8, 512 << 10
+	blobs := make([][]byte, writers*perWriter)
+	for kg := range blobs {
+		blobs[kg] = blob(kg, 0, size)
+	}
 	for id := uint64(1); id <= 20; id++ {
 		p := s.mustBegin(t, id)
 		var wg sync.WaitGroup
-		errs := make(chan error, 4*16)
-		for w := 0; w < 4; w++ {
+		errs := make(chan error, len(blobs))
+		put := make(chan struct{}, len(blobs))
+		for w := 0; w < writers; w++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for kg := w * 16; kg < (w+1)*16; kg++ {
-					errs <- p.PutKeyGroup("count", kg, blob(kg, int(id), 64<<10))
+				for kg := w * perWriter; kg < (w+1)*perWriter; kg++ {
+					errs <- p.PutKeyGroup("count", kg, blobs[kg])
+					put <- struct{}{}
 				}
 			}()
 		}
-		if r.IntN(2) == 0 {
+		if r.IntN(4) > 0 {
+			// Abort in the middle of the writing.
+			for range 1 + r.IntN(len(blobs)-1) {
+				<-put
+			}
 			p.Abort()
 		}
 		wg.Wait()
@@ -103,8 +115,11 @@ func TestArenaPutRacesEnd(t *testing.T) {
 			t.Fatalf("checkpoint %d aborted: %d chunks in use", id, got)
 		}
 	}
-	// The chunks were reused throughout; a committed checkpoint must hold
-	// exactly its own bytes.
+	// With chunks reused, a committed checkpoint must hold exactly its own
+	// bytes.
+	s.chunks.mu.Lock()
+	s.chunks.noReuse = false
+	s.chunks.mu.Unlock()
 	p := s.mustBegin(t, 21)
 	for kg := 0; kg < 64; kg++ {
 		if err := p.PutKeyGroup("count", kg, blob(kg, 21, 64<<10)); err != nil {

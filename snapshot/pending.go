@@ -142,7 +142,7 @@ func (p *Pending) prepare(kind Kind, op string, a, b int, data []byte) (entryKey
 		return entryKey{}, nil, fmt.Errorf("snapshot: checkpoint %d: %s: %d bytes, more than the limit %d",
 			p.id, k, len(data), BlobMaxBytes)
 	}
-	buf, err := p.arena.copy(data)
+	buf, sum, err := p.arena.copy(data)
 	if errors.Is(err, errArenaReleased) {
 		p.mu.Lock()
 		err = fmt.Errorf("snapshot: checkpoint %d: %s: checkpoint already ended: %w", p.id, k, p.mu.err)
@@ -151,7 +151,7 @@ func (p *Pending) prepare(kind Kind, op string, a, b int, data []byte) (entryKey
 	if err != nil {
 		return entryKey{}, nil, err
 	}
-	pe := &pendingEntry{data: buf, sum: checksum(buf)}
+	pe := &pendingEntry{data: buf, sum: sum}
 	return k, pe, nil
 }
 
