@@ -191,3 +191,64 @@ func TestIngestBottomLevel(t *testing.T) {
 		t.Fatalf("blob origins stored: %s, want [11 12]", got)
 	}
 }
+
+// TestTombstoneGroups: garbage is split into groups that do not overlap
+// (Pebble rejects one ingestion of overlapping tables): one per blob origin,
+// a range tombstone for an origin with no live blob, point tombstones for
+// one with live blobs; a malformed blob key stays in its origin's group.
+func TestTombstoneGroups(t *testing.T) {
+	k := func(origin uint64, kg int) []byte {
+		return blobKey(origin, entryKey{kind: KindKeyGroup, op: "count", a: uint32(kg)})
+	}
+	malformed := append(idKey(prefixBlob, 1), 0xff) // origin 1, then junk
+	garbage := dedupeKVs([]sstKV{
+		{key: k(1, 0), delete: true}, {key: k(1, 5), delete: true}, {key: malformed, delete: true},
+		{key: k(2, 3), delete: true},
+		{key: k(7, 1), delete: true}, {key: k(7, 2), delete: true},
+		{key: idKey(prefixManifest, 1), delete: true},
+		{key: idKey(prefixQuarantine, 4), value: []byte("bad manifest")},
+		{key: idKey(prefixManifest, 4), delete: true},
+	})
+	groups := tombstoneGroups(garbage, map[uint64]bool{2: true}) // origin 2 still has a live blob
+	var got []string
+	for _, g := range groups {
+		var parts []string
+		for _, kv := range g {
+			switch {
+			case kv.end != nil:
+				from, _ := blobOrigin(kv.key)
+				to, _ := blobOrigin(kv.end)
+				parts = append(parts, fmt.Sprintf("range[b %d,b %d)", from, to))
+				if len(kv.key) != 9 || len(kv.end) != 9 {
+					t.Fatalf("range [%q, %q) is not over an origin prefix", kv.key, kv.end)
+				}
+			case kv.delete:
+				parts = append(parts, "del "+describeKey(kv.key))
+			default:
+				parts = append(parts, "set "+describeKey(kv.key))
+			}
+		}
+		got = append(got, strings.Join(parts, "; "))
+	}
+	want := []string{
+		"range[b 1,b 2)",
+		`del blob 2 keygroup op="count" kg=3`,
+		"range[b 7,b 8)",
+		"del m 1; del m 4",
+		"set q 4",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("groups:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Groups are ordered and disjoint: each starts after the previous ends.
+	for i := 1; i < len(groups); i++ {
+		prev, cur := groups[i-1], groups[i]
+		end := prev[len(prev)-1].key
+		if last := prev[len(prev)-1]; last.end != nil {
+			end = last.end
+		}
+		if bytes.Compare(cur[0].key, end) < 0 {
+			t.Fatalf("group %d starts at %q, inside group %d ending at %q", i, cur[0].key, i-1, end)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package snapshot
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -236,7 +238,7 @@ func (s *Store) collectGarbage() {
 func (s *Store) liveOriginsLocked() map[uint64]bool {
 	live := make(map[uint64]bool)
 	for k := range s.mu.refs {
-		if origin, ok := decodeBlobKeyOrigin([]byte(k)); ok {
+		if origin, ok := blobOrigin([]byte(k)); ok {
 			live[origin] = true
 		}
 	}
@@ -256,6 +258,9 @@ func (s *Store) liveOriginsLocked() map[uint64]bool {
 // and compactions rewrote those to apply them. The range is safe: a blob
 // that no retained manifest or pending checkpoint references can never be
 // referenced again, and no blob of an older origin is ever written again.
+// Blob keys are grouped by their 9-byte prefix ('b' and the origin), so
+// that even a malformed blob key (found by Open's sweep) lies in its
+// origin's group, never inside another group's range.
 func tombstoneGroups(garbage []sstKV, live map[uint64]bool) [][]sstKV {
 	var groups [][]sstKV
 	for i := 0; i < len(garbage); {
@@ -264,8 +269,8 @@ func tombstoneGroups(garbage []sstKV, live map[uint64]bool) [][]sstKV {
 			j++
 		}
 		g := garbage[i:j:j]
-		if origin, ok := decodeBlobKeyOrigin(g[0].key); ok && !live[origin] {
-			g = []sstKV{{key: originPrefix(origin), end: originPrefix(origin + 1)}}
+		if origin, ok := blobOrigin(g[0].key); ok && !live[origin] && origin < math.MaxUint64 {
+			g = []sstKV{{key: idKey(prefixBlob, origin), end: idKey(prefixBlob, origin+1)}}
 		}
 		groups = append(groups, g)
 		i = j
@@ -279,13 +284,19 @@ func sameGroup(a, b []byte) bool {
 	if a[0] != b[0] {
 		return false
 	}
-	oa, okA := decodeBlobKeyOrigin(a)
-	ob, okB := decodeBlobKeyOrigin(b)
+	oa, okA := blobOrigin(a)
+	ob, okB := blobOrigin(b)
 	return okA == okB && oa == ob
 }
 
-// originPrefix is the smallest key of the blobs of origin.
-func originPrefix(origin uint64) []byte { return idKey(prefixBlob, origin) }
+// blobOrigin returns the origin in the prefix of a blob key, which may be
+// malformed after it.
+func blobOrigin(key []byte) (uint64, bool) {
+	if len(key) < 9 || key[0] != prefixBlob {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[1:9]), true
+}
 
 // dedupeKVs sorts kvs by key and drops repeated keys (the same blob can be
 // queued both by retention and by Open's sweep).
