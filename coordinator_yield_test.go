@@ -1,0 +1,27 @@
+package ringflow
+
+import (
+	"testing"
+	"time"
+)
+
+// TestCPUYielder: the writer yields its CPU once it has run writerSlice
+// since it last did, and not before (a yield costs it the rest of the
+// scheduler tick; yielding after every small blob would stretch
+// checkpoints for nothing).
+func TestCPUYielder(t *testing.T) {
+	clock := time.Unix(1, 0)
+	yields := 0
+	y := &cpuYielder{now: func() time.Time { return clock }, yield: func() { yields++ }}
+	y.maybeYield() // the first call finds the writer has run since forever
+	if yields != 1 {
+		t.Fatalf("first call: %d yields, want 1", yields)
+	}
+	for step, want := range []int{1, 1, 1, 2, 2, 2, 2, 3} {
+		clock = clock.Add(writerSlice / 4)
+		y.maybeYield()
+		if yields != want {
+			t.Fatalf("after %d quarters of a slice: %d yields, want %d", step+1, yields, want)
+		}
+	}
+}
