@@ -220,8 +220,10 @@
 // holds them off the Go heap, in an arena of anonymous mmap chunks that
 // the next checkpoint reuses: a checkpoint leaves no garbage for the Go
 // collector, whose cycles (one per ~40 MB at 1M keys) took CPU from the
-// job's workers. Byte slices returned by a Checkpoint belong to it and
-// must not be modified.
+// job's workers. Commit yields its thread (sched_yield) every 200 us while
+// it writes the table of new blobs, so that a pinned worker it displaced
+// gets its core back well before the next scheduler tick. Byte slices
+// returned by a Checkpoint belong to it and must not be modified.
 //
 // # Testing notes
 //
