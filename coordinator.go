@@ -236,7 +236,9 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 
 // writerNice is the scheduling niceness of the thread that writes
 // checkpoints: processing never waits for the write-out, so on a machine
-// whose cores the workers keep busy, the writer yields to them.
+// whose cores the workers keep busy, the writer yields to them. Niceness
+// sets only the writer's share of a core; how long it keeps the core once
+// it runs is bounded by cpuYielder.
 const writerNice = 10
 
 func (c *coordinator) writeLoop() {
