@@ -12,7 +12,9 @@
 //
 // A worker whose tasks all report no progress climbs a ladder: it re-polls a
 // few times with a PAUSE between polls (spin), then yields its thread to the
-// OS scheduler a few times, then parks. Spinning is skipped entirely when
+// OS scheduler a few times (sched_yield: runtime.Gosched from a goroutine
+// locked to its thread costs a hand-off of the thread's P and back), then
+// parks. Spinning is skipped entirely when
 // the pool has more workers than the process has CPUs, so there are never
 // more spinning threads than cores.
 //

@@ -82,7 +82,7 @@ func (w *Worker) run() {
 		case idle < spinPolls && w.pool.spin:
 			cpuRelax()
 		case idle < spinPolls+yieldPolls:
-			runtime.Gosched()
+			affinity.Yield()
 		default:
 			w.park(live)
 		}
