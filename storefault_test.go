@@ -53,7 +53,11 @@ func TestStoreFullDuringCheckpoint(t *testing.T) {
 	ck := CheckpointConfig{Interval: 2 * time.Millisecond, StateDir: filepath.Join(dir, "state"), TolerableFailures: 5}
 	ck.storeOptions.FS = errorfs.Wrap(vfs.Default, inj)
 	job := NewJob(Config{Parallelism: 2, Workers: 2, BatchSize: 20, Checkpoint: ck})
-	const n = 200_000
+	// NB: 0.6 s of input at the rate below. The test needs two completed
+	// checkpoints besides the two that fail, and checkpoints take longer
+	// when the machine is busy (the writer yields to the workers): 0.2 s
+	// was once too short under a loaded CI run.
+	const n = 600_000
 	src := Source(job, "src", Generate(func(i uint64) uint64 { return i }, GenOptions{Count: n, Rate: 1_000_000}))
 	sums := Reduce(KeyBy(src, func(v uint64) uint64 { return v % 100 }), "sum", func(a, b uint64) uint64 { return a + b })
 	lines := Map(sums, "fmt", func(v uint64) string { return fmt.Sprint(v) })
