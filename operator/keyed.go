@@ -34,56 +34,77 @@ func upsert[K comparable, V any](ctx *Context, m *cow.Map[K, V], h uint64, k K) 
 	return p
 }
 
-// Reduce keeps, per key, the reduction of every record so far with f, and
-// emits the new value after each record (a rolling reduce, as Flink's).
-type Reduce[K comparable, T any] struct {
+// rolling is what the rolling keyed operators (Reduce, Aggregate,
+// MapWithState) share: the key functions, one value of type V per key in a
+// checkpointed state table, and the keys and hashes of the batch at hand.
+// It implements Open, Checkpointed and CheckpointListener for them.
+type rolling[K comparable, T, V any] struct {
 	Base
 	keys   KeyFuncs[K, T]
-	f      func(acc, rec T) T
-	next   Input[T]
-	table  *keyedTable[K, T]
-	state  *cow.Map[K, T]
-	out    []T
+	name   string // the state's name in checkpoints
+	table  *keyedTable[K, V]
+	state  *cow.Map[K, V]
 	hashes []uint64
 	klist  []K
 }
 
-// NewReduce returns a keyed reduce operator feeding next.
-func NewReduce[K comparable, T any](keys KeyFuncs[K, T], f func(acc, rec T) T, next Input[T]) *Reduce[K, T] {
-	return &Reduce[K, T]{keys: keys, f: f, next: next}
-}
-
 // Open implements Operator.
-func (r *Reduce[K, T]) Open(ctx *Context) error {
-	r.Ctx = ctx
-	r.table = newTable[K, T](ctx, "reduce", r.keys.Hash)
-	r.state = r.table.m
+func (o *rolling[K, T, V]) Open(ctx *Context) error {
+	o.Ctx = ctx
+	o.table = newTable[K, V](ctx, o.name, o.keys.Hash)
+	o.state = o.table.m
 	return nil
 }
 
 // SnapshotState implements Checkpointed.
-func (r *Reduce[K, T]) SnapshotState(id uint64) (StateSnapshot, error) { return r.table.freeze(id) }
+func (o *rolling[K, T, V]) SnapshotState(id uint64) (StateSnapshot, error) { return o.table.freeze(id) }
 
 // RestoreState implements Checkpointed.
-func (r *Reduce[K, T]) RestoreState(sr StateReader) error { return r.table.restore(sr) }
+func (o *rolling[K, T, V]) RestoreState(sr StateReader) error { return o.table.restore(sr) }
 
 // NotifyComplete implements CheckpointListener.
-func (r *Reduce[K, T]) NotifyComplete(id uint64) error { r.table.complete(id); return nil }
+func (o *rolling[K, T, V]) NotifyComplete(id uint64) error { o.table.complete(id); return nil }
 
 // NotifyAborted implements CheckpointListener.
-func (r *Reduce[K, T]) NotifyAborted(uint64) {}
+func (o *rolling[K, T, V]) NotifyAborted(uint64) {}
+
+// prepare hashes the keys of a batch and prefetches their state.
+func (o *rolling[K, T, V]) prepare(recs []T) {
+	hashKeys(o.keys, recs, &o.klist, &o.hashes)
+	o.state.Prefetch(o.hashes)
+}
+
+// upsert returns the state of record i of the batch prepare saw, and
+// whether it was just inserted (holds the zero V).
+func (o *rolling[K, T, V]) upsert(i int) (*V, bool) {
+	p, inserted, err := o.state.UpsertHashedNew(o.hashes[i], o.klist[i])
+	if err != nil {
+		Fail(o.Ctx, fmt.Errorf("keyed state for key %v: %w", o.klist[i], err))
+	}
+	return p, inserted
+}
+
+// Reduce keeps, per key, the reduction of every record so far with f, and
+// emits the new value after each record (a rolling reduce, as Flink's).
+type Reduce[K comparable, T any] struct {
+	rolling[K, T, T]
+	f    func(acc, rec T) T
+	next Input[T]
+	out  []T
+}
+
+// NewReduce returns a keyed reduce operator feeding next.
+func NewReduce[K comparable, T any](keys KeyFuncs[K, T], f func(acc, rec T) T, next Input[T]) *Reduce[K, T] {
+	return &Reduce[K, T]{rolling: rolling[K, T, T]{keys: keys, name: "reduce"}, f: f, next: next}
+}
 
 // Push implements Input.
 func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
 	defer Guard(r.Ctx)
-	hashKeys(r.keys, recs, &r.klist, &r.hashes)
-	r.state.Prefetch(r.hashes)
+	r.prepare(recs)
 	out := r.out[:0]
 	for i := range recs {
-		p, inserted, err := r.state.UpsertHashedNew(r.hashes[i], r.klist[i])
-		if err != nil {
-			Fail(r.Ctx, fmt.Errorf("keyed state for key %v: %w", r.klist[i], err))
-		}
+		p, inserted := r.upsert(i)
 		if inserted {
 			*p = recs[i]
 		} else {
@@ -130,55 +151,24 @@ type AggregateFunc[T, A, O any] interface {
 // Aggregate keeps, per key, an accumulator of every record so far, and
 // emits its result after each record.
 type Aggregate[K comparable, T, A, O any] struct {
-	Base
-	keys   KeyFuncs[K, T]
-	agg    AggregateFunc[T, A, O]
-	next   Input[O]
-	table  *keyedTable[K, A]
-	state  *cow.Map[K, A]
-	out    []O
-	hashes []uint64
-	klist  []K
+	rolling[K, T, A]
+	agg  AggregateFunc[T, A, O]
+	next Input[O]
+	out  []O
 }
 
 // NewAggregate returns a keyed rolling-aggregate operator feeding next.
 func NewAggregate[K comparable, T, A, O any](keys KeyFuncs[K, T], agg AggregateFunc[T, A, O], next Input[O]) *Aggregate[K, T, A, O] {
-	return &Aggregate[K, T, A, O]{keys: keys, agg: agg, next: next}
+	return &Aggregate[K, T, A, O]{rolling: rolling[K, T, A]{keys: keys, name: "aggregate"}, agg: agg, next: next}
 }
-
-// Open implements Operator.
-func (a *Aggregate[K, T, A, O]) Open(ctx *Context) error {
-	a.Ctx = ctx
-	a.table = newTable[K, A](ctx, "aggregate", a.keys.Hash)
-	a.state = a.table.m
-	return nil
-}
-
-// SnapshotState implements Checkpointed.
-func (a *Aggregate[K, T, A, O]) SnapshotState(id uint64) (StateSnapshot, error) {
-	return a.table.freeze(id)
-}
-
-// RestoreState implements Checkpointed.
-func (a *Aggregate[K, T, A, O]) RestoreState(sr StateReader) error { return a.table.restore(sr) }
-
-// NotifyComplete implements CheckpointListener.
-func (a *Aggregate[K, T, A, O]) NotifyComplete(id uint64) error { a.table.complete(id); return nil }
-
-// NotifyAborted implements CheckpointListener.
-func (a *Aggregate[K, T, A, O]) NotifyAborted(uint64) {}
 
 // Push implements Input.
 func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {
 	defer Guard(a.Ctx)
-	hashKeys(a.keys, recs, &a.klist, &a.hashes)
-	a.state.Prefetch(a.hashes)
+	a.prepare(recs)
 	out := a.out[:0]
 	for i := range recs {
-		p, inserted, err := a.state.UpsertHashedNew(a.hashes[i], a.klist[i])
-		if err != nil {
-			Fail(a.Ctx, fmt.Errorf("keyed state for key %v: %w", a.klist[i], err))
-		}
+		p, inserted := a.upsert(i)
 		if inserted {
 			*p = a.agg.Create()
 		}
@@ -198,58 +188,27 @@ func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {
 //
 // The pointer is valid only during the call: f must not keep it.
 type MapWithState[K comparable, T, S, U any] struct {
-	Base
-	keys   KeyFuncs[K, T]
-	f      func(state *S, rec T) U
-	next   Input[U]
-	table  *keyedTable[K, S]
-	state  *cow.Map[K, S]
-	out    []U
-	hashes []uint64
-	klist  []K
+	rolling[K, T, S]
+	f    func(state *S, rec T) U
+	next Input[U]
+	out  []U
 }
 
 // NewMapWithState returns a keyed map-with-state operator feeding next.
 func NewMapWithState[K comparable, T, S, U any](keys KeyFuncs[K, T], f func(state *S, rec T) U, next Input[U]) *MapWithState[K, T, S, U] {
-	return &MapWithState[K, T, S, U]{keys: keys, f: f, next: next}
+	return &MapWithState[K, T, S, U]{rolling: rolling[K, T, S]{keys: keys, name: "state"}, f: f, next: next}
 }
-
-// Open implements Operator.
-func (m *MapWithState[K, T, S, U]) Open(ctx *Context) error {
-	m.Ctx = ctx
-	m.table = newTable[K, S](ctx, "state", m.keys.Hash)
-	m.state = m.table.m
-	return nil
-}
-
-// SnapshotState implements Checkpointed.
-func (m *MapWithState[K, T, S, U]) SnapshotState(id uint64) (StateSnapshot, error) {
-	return m.table.freeze(id)
-}
-
-// RestoreState implements Checkpointed.
-func (m *MapWithState[K, T, S, U]) RestoreState(sr StateReader) error { return m.table.restore(sr) }
-
-// NotifyComplete implements CheckpointListener.
-func (m *MapWithState[K, T, S, U]) NotifyComplete(id uint64) error { m.table.complete(id); return nil }
-
-// NotifyAborted implements CheckpointListener.
-func (m *MapWithState[K, T, S, U]) NotifyAborted(uint64) {}
 
 // Push implements Input.
 func (m *MapWithState[K, T, S, U]) Push(recs []T, ts []int64) {
 	defer Guard(m.Ctx)
-	hashKeys(m.keys, recs, &m.klist, &m.hashes)
-	m.state.Prefetch(m.hashes)
+	m.prepare(recs)
 	if cap(m.out) < len(recs) {
 		m.out = make([]U, len(recs))
 	}
 	out := m.out[:len(recs)]
 	for i := range recs {
-		p, err := m.state.UpsertHashed(m.hashes[i], m.klist[i])
-		if err != nil {
-			Fail(m.Ctx, fmt.Errorf("keyed state for key %v: %w", m.klist[i], err))
-		}
+		p, _ := m.upsert(i)
 		out[i] = m.f(p, recs[i])
 	}
 	m.next.Push(out, ts)
