@@ -161,13 +161,9 @@ func KeyBy[K comparable, T any](s Stream[T], key func(T) K) KeyedStream[K, T] {
 // Reduce adds a keyed operator that folds each key's records with f and
 // emits the running result after every record.
 func Reduce[K comparable, T any](k KeyedStream[K, T], name string, f func(acc, rec T) T, opts ...Option) Stream[T] {
-	n, o := k.job.addNode(name, opts, k.srcs)
-	n.keyed = true
-	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
-		op := operator.NewReduce(k.keys, f, down.(operator.Input[T]))
-		return []any{operator.Input[T](op)}, op
-	}
-	return newStream[T](k.job, n, o, k.checkTimed(name))
+	return rollingNode(k, name, opts, func(next operator.Input[T]) keyedOp[T] {
+		return operator.NewReduce(k.keys, f, next)
+	})
 }
 
 // MapWithState adds a keyed operator that calls f for every record with a
@@ -179,10 +175,24 @@ func Reduce[K comparable, T any](k KeyedStream[K, T], name string, f func(acc, r
 //	counts := ringflow.MapWithState(ringflow.KeyBy(words, word), "count",
 //		func(n *int64, w string) WordCount { *n++; return WordCount{w, *n} })
 func MapWithState[K comparable, T, S, U any](k KeyedStream[K, T], name string, f func(state *S, rec T) U, opts ...Option) Stream[U] {
+	return rollingNode(k, name, opts, func(next operator.Input[U]) keyedOp[T] {
+		return operator.NewMapWithState(k.keys, f, next)
+	})
+}
+
+// keyedOp is a one-input keyed operator as a node builds it.
+type keyedOp[T any] interface {
+	operator.Input[T]
+	operator.Operator
+}
+
+// rollingNode adds the node of a one-input keyed operator that newOp makes
+// for each subtask, feeding next; its output is a Stream[U].
+func rollingNode[K comparable, T, U any](k KeyedStream[K, T], name string, opts []Option, newOp func(next operator.Input[U]) keyedOp[T]) Stream[U] {
 	n, o := k.job.addNode(name, opts, k.srcs)
 	n.keyed = true
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
-		op := operator.NewMapWithState(k.keys, f, down.(operator.Input[U]))
+		op := newOp(down.(operator.Input[U]))
 		return []any{operator.Input[T](op)}, op
 	}
 	return newStream[U](k.job, n, o, k.checkTimed(name))
@@ -194,13 +204,9 @@ type AggregateFunc[T, A, O any] = operator.AggregateFunc[T, A, O]
 // Aggregate adds a keyed operator that folds each key's records into an
 // accumulator and emits its result after every record.
 func Aggregate[K comparable, T, A, O any](k KeyedStream[K, T], name string, agg AggregateFunc[T, A, O], opts ...Option) Stream[O] {
-	n, o := k.job.addNode(name, opts, k.srcs)
-	n.keyed = true
-	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
-		op := operator.NewAggregate(k.keys, agg, down.(operator.Input[O]))
-		return []any{operator.Input[T](op)}, op
-	}
-	return newStream[O](k.job, n, o, k.checkTimed(name))
+	return rollingNode(k, name, opts, func(next operator.Input[O]) keyedOp[T] {
+		return operator.NewAggregate(k.keys, agg, next)
+	})
 }
 
 // ProcessFunc is keyed user code with state and timers; see
