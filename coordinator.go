@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
 )
 
@@ -59,14 +60,23 @@ func (j *Job) recordCheckpoint(s CheckpointStats) {
 
 // coordinator triggers checkpoints at the sources, has the tasks' snapshots
 // written to the store in the background, commits each checkpoint when
-// every task's part is durable, and tells the tasks.
+// every task's part is written, and tells the tasks.
+//
+// A task's part is written by its own worker, as background work in the
+// worker's spare time (sched.Worker.Background): serializing frozen state
+// is CPU work, and on a machine whose cores the pinned workers keep, any
+// other thread doing it takes a worker's core for a kernel time slice while
+// that worker's records wait. The commit (sstables, Pebble ingest, fsync)
+// blocks on I/O, so it runs on the coordinator's writer goroutine, as do
+// the writes of tasks without a worker.
 type coordinator struct {
 	job     *Job
 	cfg     CheckpointConfig
 	store   *snapshot.Store
 	tasks   []*operator.Task
 	sources []*operator.Task
-	fail    func(error) // stops the job with the error
+	workers map[*operator.Task]*sched.Worker // nil entries: the writer goroutine writes
+	fail    func(error)                      // stops the job with the error
 
 	mu struct {
 		sync.Mutex
@@ -75,14 +85,15 @@ type coordinator struct {
 		lastEnd  time.Time // when the last checkpoint ended, for MinPause
 		// lastTrigger is when the last checkpoint was triggered.
 		lastTrigger time.Time
-		failures    int    // failed checkpoints in a row
-		finished    int    // sources that read all their input
-		final       uint64 // the final checkpoint, once triggered
-		queue       []writeJob
+		failures    int         // failed checkpoints in a row
+		finished    int         // sources that read all their input
+		final       uint64      // the final checkpoint, once triggered
+		queue       []writeJob  // for the writer goroutine
+		commits     []*inflight // written in full, to commit
 		stopped     bool
 	}
 	yield *cpuYielder   // used by the writer goroutine only
-	work  chan struct{} // pokes the writer
+	work  chan struct{} // pokes the writer goroutine
 	poke  chan struct{} // pokes the trigger loop
 	done  chan struct{} // closed by stop
 	wg    sync.WaitGroup
@@ -104,8 +115,9 @@ type writeJob struct {
 	report *operator.SnapshotReport
 }
 
-func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task, fail func(error)) *coordinator {
-	c := &coordinator{job: j, cfg: j.cfg.Checkpoint, store: store, tasks: tasks, fail: fail,
+func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task,
+	workers map[*operator.Task]*sched.Worker, fail func(error)) *coordinator {
+	c := &coordinator{job: j, cfg: j.cfg.Checkpoint, store: store, tasks: tasks, workers: workers, fail: fail,
 		yield: newCPUYielder(),
 		work:  make(chan struct{}, 1), poke: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, t := range tasks {
@@ -138,7 +150,7 @@ func (c *coordinator) stop() {
 	for _, w := range c.mu.queue {
 		w.report.Release()
 	}
-	c.mu.queue = nil
+	c.mu.queue, c.mu.commits = nil, nil
 	c.mu.Unlock()
 	// NB: poke and work are never closed: commits and failures signal them
 	// from other goroutines, possibly after this point.
@@ -207,8 +219,8 @@ func (c *coordinator) maybeTrigger(now time.Time) {
 	}
 }
 
-// Snapshotted implements operator.Coordinator: the report is queued for the
-// background writer.
+// Snapshotted implements operator.Coordinator: the report is written as
+// background work of the task's worker, or else by the writer goroutine.
 func (c *coordinator) Snapshotted(t *operator.Task, r *operator.SnapshotReport) {
 	c.mu.Lock()
 	if c.mu.stopped || c.mu.inflight[r.ID] == nil {
@@ -216,9 +228,32 @@ func (c *coordinator) Snapshotted(t *operator.Task, r *operator.SnapshotReport) 
 		r.Release()
 		return
 	}
-	c.mu.queue = append(c.mu.queue, writeJob{t, r})
+	c.mu.Unlock()
+	job := writeJob{t, r}
+	if w := c.workers[t]; w != nil && w.Background(func(s *sched.Slice) { c.writeInSlices(s, job) }) {
+		return
+	}
+	c.mu.Lock()
+	if c.mu.stopped {
+		c.mu.Unlock()
+		r.Release()
+		return
+	}
+	c.mu.queue = append(c.mu.queue, job)
 	c.mu.Unlock()
 	signal(c.work)
+}
+
+// writeInSlices writes job as background work of its worker.
+func (c *coordinator) writeInSlices(s *sched.Slice, job writeJob) {
+	if !s.Pause() {
+		job.report.Release() // the job is stopping
+		return
+	}
+	c.mu.Lock()
+	f := c.mu.inflight[job.report.ID]
+	c.mu.Unlock()
+	c.write(f, job, slicePauser{s})
 }
 
 // Declined implements operator.Coordinator.
@@ -255,7 +290,18 @@ func (c *coordinator) writeLoop() {
 		}
 		for {
 			c.mu.Lock()
-			if len(c.mu.queue) == 0 || c.mu.stopped {
+			if c.mu.stopped {
+				c.mu.Unlock()
+				break
+			}
+			if len(c.mu.commits) > 0 {
+				f := c.mu.commits[0]
+				c.mu.commits = c.mu.commits[1:]
+				c.mu.Unlock()
+				c.commit(f)
+				continue
+			}
+			if len(c.mu.queue) == 0 {
 				c.mu.Unlock()
 				break
 			}
@@ -263,7 +309,7 @@ func (c *coordinator) writeLoop() {
 			c.mu.queue = c.mu.queue[1:]
 			f := c.mu.inflight[w.report.ID]
 			c.mu.Unlock()
-			c.write(f, w)
+			c.write(f, w, c.yield)
 		}
 	}
 }
@@ -274,8 +320,10 @@ const writerSlice = 200 * time.Microsecond
 
 // cpuYielder makes the writer give its CPU back to whatever else is
 // runnable on it, the pinned worker it displaced in particular, once it has
-// run writerSlice since it last did. The writer calls maybeYield after each
-// key group (~0.1-0.2 ms of serializing, copying and hashing at 1M keys).
+// run writerSlice since it last did. The writer goroutine calls it through
+// stateWriter.Pause (after each page of a key group it serializes) when it
+// writes a task that has no worker; tasks run by a worker are written by
+// that worker instead (see coordinator).
 //
 // NB: without it the kernel let the writer run until the next scheduler
 // tick (4 ms at HZ=250) before the worker it displaced got its core back,
@@ -301,22 +349,50 @@ func (y *cpuYielder) maybeYield() {
 	}
 }
 
+// pauser is how a write offers its thread back between small pieces of
+// work: the writer goroutine's cpuYielder, or a worker's slice.
+type pauser interface {
+	// pause returns an error if the write should be abandoned.
+	pause() error
+}
+
+func (y *cpuYielder) pause() error {
+	y.maybeYield()
+	return nil
+}
+
+// slicePauser pauses background work on a worker (sched.Slice.Pause).
+type slicePauser struct{ s *sched.Slice }
+
+func (p slicePauser) pause() error {
+	if !p.s.Pause() {
+		return errWorkerStopped
+	}
+	return nil
+}
+
+// errWorkerStopped abandons a write whose worker is exiting (the job is
+// stopping or restarting; the checkpoint is aborted with it).
+var errWorkerStopped = errors.New("worker stopped")
+
 // schedYield yields the calling thread. (A raw syscall: it returns at
 // once or after the threads it let run; the Go scheduler need not know.)
 func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // write stores one task's part of a checkpoint and acknowledges it.
-func (c *coordinator) write(f *inflight, w writeJob) {
+func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 	defer w.report.Release()
 	if f == nil {
 		return // aborted meanwhile
 	}
 	start := time.Now()
-	sw := &stateWriter{p: f.pending, yield: c.yield}
+	sw := &stateWriter{p: f.pending, pauser: p}
 	for _, part := range w.report.Parts {
 		sw.op, sw.sub = part.Operator, part.Subtask
 		if err := c.writePart(sw, part); err != nil {
-			c.failed(f.id, fmt.Errorf("write %s subtask %d: %w", part.Operator, part.Subtask, err))
+			if !errors.Is(err, errWorkerStopped) {
+				c.failed(f.id, fmt.Errorf("write %s subtask %d: %w", part.Operator, part.Subtask, err))
+			}
 			return
 		}
 	}
@@ -395,9 +471,13 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 		f.ops[op] = c.job.parallelismOf(op)
 	}
 	done := f.acks == len(c.tasks)
+	if done {
+		// NB: the commit waits for I/O, so it never runs on a worker.
+		c.mu.commits = append(c.mu.commits, f)
+	}
 	c.mu.Unlock()
 	if done {
-		c.commit(f)
+		signal(c.work)
 	}
 }
 
@@ -472,12 +552,12 @@ var ErrCheckpoint = errors.New("ringflow: checkpoint failed")
 // stateWriter scopes an operator instance's state into the store: state s
 // of operator op is stored as operator id "op/s".
 type stateWriter struct {
-	p     *snapshot.Pending
-	yield *cpuYielder // the writer's
-	op    string
-	sub   int
-	bytes uint64
-	ops   map[string]bool
+	p      *snapshot.Pending
+	pauser pauser
+	op     string
+	sub    int
+	bytes  uint64
+	ops    map[string]bool
 }
 
 func (w *stateWriter) id(state string) string {
@@ -493,8 +573,13 @@ func (w *stateWriter) note(id string) {
 	w.ops[id] = true
 }
 
+// Pause implements operator.StateWriter.
+func (w *stateWriter) Pause() error { return w.pauser.pause() }
+
 func (w *stateWriter) PutKeyGroup(state string, kg int, blob []byte) error {
-	defer w.yield.maybeYield()
+	if err := w.Pause(); err != nil {
+		return err
+	}
 	w.bytes += uint64(len(blob))
 	return w.p.PutKeyGroup(w.id(state), kg, blob)
 }
@@ -504,7 +589,9 @@ func (w *stateWriter) ReuseKeyGroup(state string, kg int, from uint64) error {
 }
 
 func (w *stateWriter) AppendKeyGroupDelta(state string, kg int, blob []byte) error {
-	defer w.yield.maybeYield()
+	if err := w.Pause(); err != nil {
+		return err
+	}
 	w.bytes += uint64(len(blob))
 	return w.p.AppendKeyGroupDelta(w.id(state), kg, blob)
 }

@@ -104,7 +104,7 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		}
 	}
 	if store != nil {
-		coord := newCoordinator(j, store, p.tasks, p.pool.Fail)
+		coord := newCoordinator(j, store, p.tasks, p.workerOf, p.pool.Fail)
 		for _, t := range p.tasks {
 			t.Checkpoints.Coord = coord
 		}
@@ -126,6 +126,8 @@ type physical struct {
 	tasks  []*operator.Task
 	rings  []*ring.Ring
 	opened int
+	// workerOf is the worker that runs each task.
+	workerOf map[*operator.Task]*sched.Worker
 }
 
 type ringKey struct {
@@ -151,7 +153,7 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &physical{job: j, pool: pool}
+	p := &physical{job: j, pool: pool, workerOf: map[*operator.Task]*sched.Worker{}}
 	rings, err := p.makeRings(chains)
 	if err != nil {
 		p.close()
@@ -184,6 +186,7 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 				return nil, err
 			}
 			workerOf[taskKey{c, i}].Add(t)
+			p.workerOf[t] = workerOf[taskKey{c, i}]
 			p.tasks = append(p.tasks, t)
 		}
 	}

@@ -29,7 +29,9 @@ type CheckpointListener interface {
 // StateSnapshot is the frozen state of one operator instance for one
 // checkpoint.
 type StateSnapshot interface {
-	// WriteTo serializes the state; it runs off the task's thread.
+	// WriteTo serializes the state; it runs in the background, while the
+	// task goes on (on the task's worker, between its steps, or on another
+	// thread), and calls w.Pause every few microseconds of work.
 	WriteTo(w StateWriter) error
 	// Release frees what the snapshot holds; WriteTo may not run after it.
 	Release()
@@ -47,6 +49,10 @@ type StateWriter interface {
 	// PutSubtask stores state that belongs to the subtask, not to a key
 	// group (a sink's pending transactions).
 	PutSubtask(state string, blob []byte) error
+	// Pause lets the writer's thread do other work (step the worker's
+	// tasks) if the write has run long enough; call it between small pieces
+	// of work. An error means the write is abandoned: return it.
+	Pause() error
 }
 
 // StateReader gives an operator instance its state from a checkpoint.
@@ -252,7 +258,7 @@ func (s *tableSnapshot[K, V]) writeKeyGroup(w StateWriter, kg, i int) error {
 			return nil
 		}
 		if changed && s.prev[i] < maxDeltas {
-			delta, err := s.snap.AppendKeyGroupDelta(s.buf[:0], kg)
+			delta, err := s.snap.AppendKeyGroupDeltaPausing(s.buf[:0], kg, w.Pause)
 			switch {
 			case err == nil:
 				s.buf = delta
@@ -272,7 +278,7 @@ func (s *tableSnapshot[K, V]) writeKeyGroup(w StateWriter, kg, i int) error {
 		s.chain[i] = -1
 		return nil
 	}
-	blob, err := s.snap.AppendKeyGroup(s.buf[:0], kg)
+	blob, err := s.snap.AppendKeyGroupPausing(s.buf[:0], kg, w.Pause)
 	if err != nil {
 		return err
 	}

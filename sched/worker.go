@@ -30,6 +30,7 @@ type Worker struct {
 	id    int
 	tasks []Task
 	bell  atomic.Uint32 // 1: rung since the worker last looked
+	bg    background
 
 	// Statistics, written by the worker only.
 	parks    atomic.Int64
@@ -63,15 +64,25 @@ func (w *Worker) run() {
 		}
 		defer unpin()
 	}
+	defer w.closeBackground()
 	live := append([]Task(nil), w.tasks...)
 	idle := 0
-	for len(live) > 0 && !w.pool.stopped.Load() {
+	for (len(live) > 0 || w.bg.pending.Load() > 0) && !w.pool.stopped.Load() {
 		var progress bool
 		var err error
 		live, progress, err = w.poll(live)
 		if err != nil {
 			w.pool.fail(err)
 			return
+		}
+		if w.bg.pending.Load() > 0 {
+			// Background work runs when the tasks are idle, and every
+			// bgBusyPeriod when they are not.
+			if now := time.Now(); !progress || now.Sub(w.bg.last) >= bgBusyPeriod {
+				w.runBackground(now, progress)
+				idle = 0
+				continue
+			}
 		}
 		if progress {
 			idle = 0

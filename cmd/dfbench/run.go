@@ -334,20 +334,21 @@ type ckQuantiles struct {
 
 // ckEntry is one checkpoint in ckSummary.History.
 type ckEntry struct {
-	ID           uint64  `json:"id"`
-	Status       string  `json:"status"`
-	Final        bool    `json:"final"`
-	DurationMs   float64 `json:"duration_ms"`
-	SyncMaxUs    float64 `json:"sync_max_us"`
-	BytesWritten uint64  `json:"bytes_written"`
-	BytesReused  uint64  `json:"bytes_reused"`
+	ID            uint64  `json:"id"`
+	Status        string  `json:"status"`
+	Final         bool    `json:"final"`
+	TriggerUnixUs int64   `json:"trigger_unix_us"`
+	DurationMs    float64 `json:"duration_ms"`
+	SyncMaxUs     float64 `json:"sync_max_us"`
+	BytesWritten  uint64  `json:"bytes_written"`
+	BytesReused   uint64  `json:"bytes_reused"`
 }
 
 func ckSummaryOf(e pipelines.Result) *ckSummary {
 	s := &ckSummary{Restarts: e.Restarts, RestoredFrom: e.RestoredFrom, History: []ckEntry{}}
 	var dur, sync, align []float64
 	for _, c := range e.Checkpoints {
-		entry := ckEntry{ID: c.ID, Status: c.Status, Final: c.Final, DurationMs: ckMs(c.Duration),
+		entry := ckEntry{ID: c.ID, Status: c.Status, Final: c.Final, TriggerUnixUs: c.Trigger.UnixMicro(), DurationMs: ckMs(c.Duration),
 			BytesWritten: c.BytesWritten, BytesReused: c.BytesReused}
 		for _, st := range c.Subtasks {
 			entry.SyncMaxUs = max(entry.SyncMaxUs, float64(st.Sync)/1e3)

@@ -21,7 +21,7 @@ type benchState struct {
 
 const benchStream = 1 << 22 // accesses replayed round-robin (32 MiB of keys+hashes)
 
-func newBenchState(b *testing.B, n int) *benchState {
+func newBenchState(b testing.TB, n int) *benchState {
 	r := rand.New(rand.NewPCG(1, uint64(n)))
 	set := make([]uint64, n)
 	for i := range set {

@@ -39,6 +39,14 @@ func appendCRC(dst []byte, start int) []byte {
 // format LoadKeyGroup reads. It may run on any goroutine, concurrently with
 // writes to the Map.
 func (s *Snapshot[K, V]) AppendKeyGroup(dst []byte, kg int) ([]byte, error) {
+	return s.AppendKeyGroupPausing(dst, kg, nil)
+}
+
+// AppendKeyGroupPausing is AppendKeyGroup calling pause, if not nil, after
+// each page (at most 256 entries) it encodes: a point where the caller may
+// hand its thread to other work. An error from pause ends the append with
+// that error.
+func (s *Snapshot[K, V]) AppendKeyGroupPausing(dst []byte, kg int, pause func() error) ([]byte, error) {
 	if s.keys == nil || s.vals == nil {
 		return dst, ErrNoCodec
 	}
@@ -49,11 +57,21 @@ func (s *Snapshot[K, V]) AppendKeyGroup(dst []byte, kg int) ([]byte, error) {
 	start := len(dst)
 	dst = s.appendHeader(dst, fullMagic, kg)
 	dst = binary.AppendUvarint(dst, uint64(t.n))
-	t.all(func(k K, v V) bool {
-		dst = s.keys.Append(dst, k)
-		dst = s.vals.Append(dst, v)
-		return true
-	})
+	for ri := range t.dir {
+		r := &t.dir[ri]
+		for w, word := range r.occ {
+			for ; word != 0; word &= word - 1 {
+				sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
+				dst = s.keys.Append(dst, sl.key)
+				dst = s.vals.Append(dst, sl.val)
+			}
+		}
+		if pause != nil {
+			if err := pause(); err != nil {
+				return dst, err
+			}
+		}
+	}
 	return appendCRC(dst, start), nil
 }
 
@@ -67,6 +85,12 @@ func (s *Snapshot[K, V]) DeltaBase() uint64 { return s.version - 1 }
 // this snapshot. Use it only if DeltaBase()'s key group was persisted;
 // otherwise, or on ErrNoDelta, write the full blob.
 func (s *Snapshot[K, V]) AppendKeyGroupDelta(dst []byte, kg int) ([]byte, error) {
+	return s.AppendKeyGroupDeltaPausing(dst, kg, nil)
+}
+
+// AppendKeyGroupDeltaPausing is AppendKeyGroupDelta calling pause, if not
+// nil, after each page it visits (see AppendKeyGroupPausing).
+func (s *Snapshot[K, V]) AppendKeyGroupDeltaPausing(dst []byte, kg int, pause func() error) ([]byte, error) {
 	if s.keys == nil || s.vals == nil {
 		return dst, ErrNoCodec
 	}
@@ -98,6 +122,11 @@ func (s *Snapshot[K, V]) AppendKeyGroupDelta(dst []byte, kg int) ([]byte, error)
 				sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
 				dst = s.keys.Append(dst, sl.key)
 				dst = s.vals.Append(dst, sl.val)
+			}
+		}
+		if pause != nil {
+			if err := pause(); err != nil {
+				return dst, err
 			}
 		}
 	}

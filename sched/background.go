@@ -1,0 +1,181 @@
+package sched
+
+import (
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// bgSlice is how long a piece of background work runs, at most (give or
+// take the interval between its Pause calls), before its worker steps the
+// tasks again: the longest a record that arrives meanwhile waits for it.
+const bgSlice = 20 * time.Microsecond
+
+// bgBusyPeriod is how long a worker whose tasks always have work steps them
+// before it runs a slice of pending background work anyway, so that the
+// work finishes under full load too. A slice then lasts 1/bgBusyShare of
+// the time the tasks had since the last one (at least bgSlice): background
+// work gets ~1/(bgBusyShare+1) of a busy worker (~11%) however long its
+// tasks' steps take, and all of its idle time.
+const (
+	bgBusyPeriod = 8 * bgSlice
+	bgBusyShare  = 8
+	bgMaxSlice   = 2 * time.Millisecond
+)
+
+// Slice is the handle a piece of background work uses to hand its worker's
+// thread back (see Worker.Background).
+type Slice struct {
+	end     time.Time
+	yield   func(struct{}) bool // nil when the work runs outside a coroutine
+	stopped bool
+}
+
+// Pause returns the thread to the worker's tasks if the current slice is
+// used up, and comes back when the worker next has time for background
+// work. It reports false once the pool is stopping: the work should then be
+// abandoned, and Pause returns false at once from then on. Call it often
+// (every few microseconds of work): a slice lasts until the first Pause after
+// its time is up.
+func (s *Slice) Pause() bool {
+	if s.stopped {
+		return false
+	}
+	if s.yield == nil || time.Now().Before(s.end) {
+		return true
+	}
+	if !s.yield(struct{}{}) {
+		s.stopped = true
+	}
+	return !s.stopped
+}
+
+// background is a worker's queue of background work and the piece it is
+// in the middle of.
+type background struct {
+	mu struct {
+		sync.Mutex
+		queue  []func(*Slice)
+		closed bool // the worker has exited; Background refuses work
+	}
+	pending atomic.Int32 // queued or running jobs
+
+	// Worker-only.
+	next func() (struct{}, bool) // resumes the running job; nil if none
+	stop func()
+	cur  *Slice
+	last time.Time // when the worker last ran a slice
+}
+
+// Background queues job to run on the worker's own thread, in slices of
+// about 20µs between the steps of its tasks: whenever the tasks are idle, and
+// for one slice every ~160µs when they never are. job calls s.Pause between
+// small pieces of its work; when Pause reports false the pool is stopping
+// and job should return. Jobs run one at a time, in the order queued.
+//
+// This is where a task's work that must not delay its records goes (the
+// write-out of a checkpoint): on a machine whose cores the workers keep,
+// another thread doing it would take a worker's core for a whole kernel
+// time slice, and the records queued for that worker would wait as long.
+//
+// job may block only briefly (a mutex), never on I/O. Background returns
+// false, and does not run job, once the worker has exited.
+func (w *Worker) Background(job func(s *Slice)) bool {
+	b := &w.bg
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.mu.queue = append(b.mu.queue, job)
+	b.pending.Add(1)
+	b.mu.Unlock()
+	w.Wake()
+	return true
+}
+
+// BackgroundPending returns how many background jobs are queued or running.
+func (w *Worker) BackgroundPending() int { return int(w.bg.pending.Load()) }
+
+// runBackground runs one slice of background work, starting the next
+// queued job if none is running. busy says the worker's tasks have work:
+// the slice is then as long as their share demands.
+func (w *Worker) runBackground(now time.Time, busy bool) {
+	b := &w.bg
+	slice := bgSlice
+	if busy && !b.last.IsZero() {
+		slice = min(max(slice, now.Sub(b.last)/bgBusyShare), bgMaxSlice)
+	}
+	b.last = now
+	if b.next == nil {
+		job := b.pop()
+		if job == nil {
+			return
+		}
+		s := &Slice{}
+		// NB: iter.Pull runs the job as a coroutine: resuming it and
+		// pausing it are direct switches on this thread (the coroutine
+		// inherits the worker's thread lock), not hand-offs through the Go
+		// scheduler or the kernel.
+		b.cur = s
+		b.next, b.stop = iter.Pull(func(yield func(struct{}) bool) {
+			s.yield = yield
+			w.runJob(job, s)
+		})
+	}
+	b.cur.end = now.Add(slice)
+	if _, more := b.next(); !more {
+		b.finishJob()
+	}
+}
+
+func (b *background) pop() func(*Slice) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.mu.queue) == 0 {
+		return nil
+	}
+	job := b.mu.queue[0]
+	b.mu.queue[0] = nil
+	b.mu.queue = b.mu.queue[1:]
+	return job
+}
+
+func (b *background) finishJob() {
+	b.stop()
+	b.next, b.stop, b.cur = nil, nil, nil
+	b.pending.Add(-1)
+}
+
+// runJob runs job; a panic in it stops the pool.
+func (w *Worker) runJob(job func(*Slice), s *Slice) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.stopped = true
+			w.pool.fail(fmt.Errorf("sched: worker %d: background work: %w", w.id,
+				&PanicError{Value: r, Stack: debug.Stack()}))
+		}
+	}()
+	job(s)
+}
+
+// closeBackground runs when the worker exits: it refuses new work and lets
+// every job it still has see a stopped Slice (the running one at its Pause,
+// queued ones from the start) so that each can let go of what it holds.
+func (w *Worker) closeBackground() {
+	b := &w.bg
+	b.mu.Lock()
+	b.mu.closed = true
+	b.mu.Unlock()
+	if b.next != nil {
+		b.cur.stopped = true
+		b.finishJob() // stop resumes the job, whose Pause reports false
+	}
+	for job := b.pop(); job != nil; job = b.pop() {
+		w.runJob(job, &Slice{stopped: true})
+		b.pending.Add(-1)
+	}
+}

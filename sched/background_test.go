@@ -1,0 +1,174 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// busyTask always has work until stop is set; it records the thread it
+// runs on and counts its steps.
+type busyTask struct {
+	tid   atomic.Int32
+	steps atomic.Int64
+	stop  atomic.Bool
+	start func() // called on the first step
+}
+
+func (t *busyTask) Step(time.Time) (Status, error) {
+	if t.steps.Add(1) == 1 {
+		t.tid.Store(int32(unix.Gettid()))
+		if t.start != nil {
+			t.start()
+		}
+	}
+	if t.stop.Load() {
+		return Done, nil
+	}
+	return Progress, nil
+}
+func (t *busyTask) PrepareToPark() bool { return true }
+func (t *busyTask) Unpark()             {}
+func (t *busyTask) Deadline() time.Time { return time.Time{} }
+
+func newPool(t *testing.T, workers int) *Pool {
+	t.Helper()
+	p, err := New(Options{Workers: workers, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBackgroundInterleaves: a background job runs on its worker's thread,
+// in slices between the steps of a task that always has work, and
+// finishes; the task keeps stepping while the job is in progress.
+func TestBackgroundInterleaves(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	task := &busyTask{}
+	var (
+		jobTid        atomic.Int32
+		pauses        int
+		stepsInPauses int64 // task steps that happened while the job was paused
+	)
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			jobTid.Store(int32(unix.Gettid()))
+			deadline := time.Now().Add(50 * time.Millisecond)
+			for time.Now().Before(deadline) {
+				before := task.steps.Load()
+				if !s.Pause() {
+					t.Error("Pause reported a stop")
+					return
+				}
+				if after := task.steps.Load(); after > before {
+					pauses++
+					stepsInPauses += after - before
+				}
+			}
+			task.stop.Store(true)
+		})
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if jobTid.Load() != task.tid.Load() {
+		t.Errorf("job ran on thread %d, the worker's tasks on %d", jobTid.Load(), task.tid.Load())
+	}
+	// 50ms of job in 20µs slices: the task must have run between slices.
+	if pauses < 10 || stepsInPauses < int64(pauses) {
+		t.Errorf("the task stepped during %d pauses (%d steps); want it to run between slices", pauses, stepsInPauses)
+	}
+	if n := w.BackgroundPending(); n != 0 {
+		t.Errorf("%d background jobs pending after Run", n)
+	}
+}
+
+// TestBackgroundOutlivesTasks: a worker whose tasks are done keeps running
+// until its background work is finished, and jobs run in order.
+func TestBackgroundOutlivesTasks(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var order []int
+	task := &busyTask{}
+	task.start = func() {
+		for i := range 3 {
+			w.Background(func(s *Slice) {
+				for range 1000 {
+					s.Pause()
+				}
+				order = append(order, i)
+			})
+		}
+		task.stop.Store(true)
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Fatalf("jobs ran in order %v, want [0 1 2]", order)
+	}
+	if w.Background(func(*Slice) { t.Error("a job ran after its worker exited") }) {
+		t.Error("Background accepted work after the worker exited")
+	}
+}
+
+// TestBackgroundStopped: when the pool stops, the running job's Pause and
+// every queued job's Pause report false, so each can let go of what it
+// holds; none is silently dropped.
+func TestBackgroundStopped(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var running, queued atomic.Int32 // jobs that saw the stop
+	task := &busyTask{}
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			for s.Pause() {
+				time.Sleep(10 * time.Microsecond)
+			}
+			running.Add(1)
+		})
+		for range 2 {
+			w.Background(func(s *Slice) {
+				if !s.Pause() {
+					queued.Add(1)
+				}
+			})
+		}
+		time.AfterFunc(20*time.Millisecond, p.Stop)
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if running.Load() != 1 || queued.Load() != 2 {
+		t.Errorf("running job saw the stop %d times, queued jobs %d; want 1 and 2", running.Load(), queued.Load())
+	}
+}
+
+// TestBackgroundPanic: a panic in background work fails the pool with an
+// error that says so and carries the panic.
+func TestBackgroundPanic(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	task := &busyTask{}
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			s.Pause()
+			panic("boom")
+		})
+	}
+	w.Add(task)
+	err := p.Run(context.Background())
+	if !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "background work") || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Run returned %v; want a panic error naming the background work", err)
+	}
+}
