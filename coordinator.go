@@ -411,7 +411,7 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		st.Alignment = r.Align.Alignment()
 		st.WaitedOn = r.Align.WaitedOn
 	}
-	c.ack(f, st, sw.ops)
+	c.ack(f, st, sw.ops, p)
 }
 
 // outputChannelBase numbers the channel state of a task's output rings
@@ -458,8 +458,10 @@ func (c *coordinator) writePart(sw *stateWriter, part operator.OperatorSnapshot)
 	return nil
 }
 
-// ack records one task's durable part; the last one commits the checkpoint.
-func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string]bool) {
+// ack records one task's written part; the last one prepares the
+// checkpoint's commit (pausing with p) and queues it for the writer
+// goroutine.
+func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string]bool, p pauser) {
 	c.mu.Lock()
 	if c.mu.inflight[f.id] != f {
 		c.mu.Unlock()
@@ -471,19 +473,30 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 		f.ops[op] = c.job.parallelismOf(op)
 	}
 	done := f.acks == len(c.tasks)
-	if done {
-		// NB: the commit waits for I/O, so it never runs on a worker.
-		c.mu.commits = append(c.mu.commits, f)
-	}
 	c.mu.Unlock()
-	if done {
-		signal(c.work)
+	if !done {
+		return
 	}
+	if err := f.pending.Prepare(c.meta(f), p.pause); err != nil {
+		if !errors.Is(err, errWorkerStopped) {
+			c.failed(f.id, fmt.Errorf("commit: %w", err))
+		}
+		return
+	}
+	// NB: the rest of the commit waits on the disk, so it never runs on a
+	// worker.
+	c.mu.Lock()
+	c.mu.commits = append(c.mu.commits, f)
+	c.mu.Unlock()
+	signal(c.work)
+}
+
+func (c *coordinator) meta(f *inflight) snapshot.Meta {
+	return snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops}
 }
 
 func (c *coordinator) commit(f *inflight) {
-	meta := snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops}
-	if err := f.pending.Commit(meta); err != nil {
+	if err := f.pending.Commit(c.meta(f)); err != nil {
 		c.failed(f.id, fmt.Errorf("commit: %w", err))
 		return
 	}

@@ -31,8 +31,13 @@ type Pending struct {
 		sync.Mutex
 		// done is set once Commit or Abort started; err says why further
 		// calls fail.
-		done    bool
-		err     error
+		done bool
+		err  error
+		// sealed is set by Prepare: no entry may be added after it.
+		sealed bool
+		// staged is what Prepare wrote, for Commit to ingest (or for an
+		// abort to remove).
+		staged  *staged
 		entries map[entryKey]*pendingEntry
 		// chains maps a key group's base key to its chain length (base
 		// included).
@@ -204,6 +209,9 @@ func (p *Pending) addLocked(k entryKey, pe *pendingEntry) error {
 	if p.mu.done {
 		return fmt.Errorf("snapshot: checkpoint %d: %s: checkpoint already ended: %w", p.id, k, p.mu.err)
 	}
+	if p.mu.sealed {
+		return fmt.Errorf("snapshot: checkpoint %d: %s: checkpoint already being committed", p.id, k)
+	}
 	if _, dup := p.mu.entries[k]; dup {
 		return fmt.Errorf("snapshot: checkpoint %d: %s stored twice", p.id, k)
 	}
@@ -284,19 +292,107 @@ func (p *Pending) end(reason error) error {
 	return nil
 }
 
+// staged is a prepared checkpoint: its validated manifest and the sstable
+// of its new blobs, written and synced under the staging dir.
+type staged struct {
+	m    *manifest
+	enc  []byte // the manifest's encoding
+	path string // the blobs' table, not yet synced; "" if the checkpoint wrote no blob
+	size uint64
+}
+
+// Prepare does the CPU-heavy part of Commit ahead of it: it builds and
+// validates the manifest and writes the new blobs into an sstable. pause,
+// if not nil, is called between small pieces of that work (a key's value
+// and each 16 KiB written); an error from it ends Prepare with that error.
+// No entry can be added once Prepare has started. Commit then only writes
+// the manifest's table and ingests both; a Pending that is aborted instead
+// removes what Prepare wrote. Prepare is optional, and may be called once.
+//
+// (A job's workers prepare the checkpoint in their spare time, where a
+// thread of its own would take a worker's core; the ingest and its syncs
+// wait on the disk, so they stay off the workers.)
+func (p *Pending) Prepare(meta Meta, pause func() error) error {
+	p.mu.Lock()
+	switch {
+	case p.mu.done:
+		err := fmt.Errorf("snapshot: checkpoint %d already ended: %w", p.id, p.mu.err)
+		p.mu.Unlock()
+		return err
+	case p.mu.sealed:
+		p.mu.Unlock()
+		return fmt.Errorf("snapshot: checkpoint %d already prepared", p.id)
+	}
+	p.mu.sealed = true
+	p.mu.Unlock()
+	if pause == nil {
+		pause = func() error { return nil }
+	}
+	st, err := p.stage(meta, pause)
+	if err != nil {
+		return fmt.Errorf("snapshot: prepare checkpoint %d: %w", p.id, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.done { // aborted while staging
+		p.s.removeStaged(st.path)
+		return fmt.Errorf("snapshot: checkpoint %d ended while being prepared: %w", p.id, p.mu.err)
+	}
+	p.mu.staged = st
+	return nil
+}
+
+// stage builds the manifest and writes the blobs' sstable.
+func (p *Pending) stage(meta Meta, pause func() error) (*staged, error) {
+	m, blobs, enc, err := p.build(meta)
+	if err != nil {
+		return nil, err
+	}
+	st := &staged{m: m, enc: enc}
+	if len(blobs) == 0 {
+		return st, nil
+	}
+	// NB: holding the arena's read lock keeps an abort meanwhile from
+	// releasing the blobs' bytes under the table writer.
+	p.arena.copying.RLock()
+	defer p.arena.copying.RUnlock()
+	err = p.s.withDB(func(db *pebble.DB) error {
+		st.path, st.size, err = p.s.stage(db, fmt.Sprintf("ckpt-%d", p.id), blobs, pause, false)
+		return err
+	})
+	return st, err
+}
+
 // Commit completes the checkpoint: it builds and validates the manifest,
-// writes the new blobs and the manifest into two sstables, syncs them and
-// ingests both into Pebble in one atomic step. The checkpoint exists once Commit returns nil,
-// and not before. Then retention runs and unreferenced blobs are deleted.
-// On error nothing of the checkpoint remains and the store stays usable.
+// writes the new blobs and the manifest into two sstables (unless Prepare
+// did the first part), syncs them and ingests both into Pebble in one
+// atomic step. The checkpoint exists once Commit returns nil, and not
+// before. Then retention runs and unreferenced blobs are deleted. On error
+// nothing of the checkpoint remains and the store stays usable.
 func (p *Pending) Commit(meta Meta) error {
+	p.mu.Lock()
+	sealed, st := p.mu.sealed, p.mu.staged
+	p.mu.Unlock()
+	if sealed && st == nil {
+		// Prepare failed, or has not returned: there is nothing to commit.
+		p.abort(fmt.Errorf("snapshot: checkpoint %d: commit without a finished Prepare", p.id))
+		return fmt.Errorf("snapshot: commit checkpoint %d: it was not prepared successfully", p.id)
+	}
 	if err := p.end(errors.New("committed")); err != nil {
 		return err
 	}
 	s := p.s
+	var err error
+	if st == nil {
+		st, err = p.stage(meta, s.yieldPause())
+	}
+	if err == nil && st.path != "" {
+		// NB: the sync waits on the disk, so Prepare (on a job's worker)
+		// leaves it to Commit.
+		err = s.syncStaged(st.path)
+	}
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	m, blobs, enc, err := p.build(meta)
 	if err == nil {
 		err = s.checkNewest(p.id)
 	}
@@ -309,11 +405,20 @@ func (p *Pending) Commit(meta Meta) error {
 		// compaction has to rewrite them; one table spanning from the blobs
 		// to the manifest overlapped every older manifest, landed in L0 and
 		// cost a compaction rewriting it soon after.
-		manifestKV := []sstKV{{key: idKey(prefixManifest, p.id), value: enc}}
+		manifestKV := []sstKV{{key: idKey(prefixManifest, p.id), value: st.enc}}
 		err = s.withDB(func(db *pebble.DB) error {
-			size, err = s.ingest(db, fmt.Sprintf("ckpt-%d", p.id), blobs, manifestKV)
+			var paths []string
+			if st.path != "" {
+				paths = append(paths, st.path)
+			}
+			size, err = s.ingestWith(db, fmt.Sprintf("ckpt-%d", p.id), paths, manifestKV)
 			return err
 		})
+		size += st.size
+		st.path = "" // ingested, or removed by ingest
+	}
+	if st != nil && st.path != "" {
+		s.removeStaged(st.path)
 	}
 	if err != nil {
 		err = fmt.Errorf("snapshot: commit checkpoint %d: %w", p.id, err)
@@ -323,7 +428,7 @@ func (p *Pending) Commit(meta Meta) error {
 		s.finish(p, false /* aborted */)
 		return err
 	}
-	s.finishCommitted(p, m, size)
+	s.finishCommitted(p, st.m, size)
 	s.collectGarbage()
 	return nil
 }
@@ -375,6 +480,12 @@ func (p *Pending) build(meta Meta) (*manifest, []sstKV, []byte, error) {
 // finish retires a pending checkpoint that did not complete.
 func (s *Store) finish(p *Pending, aborted bool) {
 	defer p.arena.release() // after s.mu is unlocked
+	p.mu.Lock()
+	if st := p.mu.staged; st != nil && st.path != "" {
+		s.removeStaged(st.path)
+		st.path = ""
+	}
+	p.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.mu.pending[p.id]; !ok {
