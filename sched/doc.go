@@ -31,6 +31,22 @@
 // wake-up nobody foresaw; RINGFLOW_DEBUG_STALL=<duration> makes a worker
 // that stays idle that long describe its tasks on stderr.
 //
+// # Background work
+//
+// Worker.Background queues work that a task hands off but that must not
+// delay its records (the write-out of a checkpoint). It runs on the
+// worker's own thread as a coroutine (iter.Pull: switching to it and back
+// is a direct goroutine switch on the thread, no scheduler hand-off), in
+// slices of about 20µs: whenever the worker's tasks are idle, and, when they
+// never are, for 1/8 of the time they had since the last slice (~11% of
+// the worker). The work calls Slice.Pause every few microseconds; the slice
+// ends at the first Pause after its time is up. Why not a thread of its
+// own: on a machine whose cores the pinned workers keep, such a thread runs
+// in a worker's place for a kernel time slice (or until it yields, which
+// costs it its turn for a long time), and the records queued for that
+// worker wait as long. A worker with background work does not exit until
+// the work is done; when the pool stops, the work sees Pause report false.
+//
 // # Failures
 //
 // A task that returns an error or panics stops the pool: every worker

@@ -106,7 +106,7 @@
 //     validates it; bad input (an operator missing from meta, a key group
 //     not below maxParallelism, ...) fails here, naming the entry.
 //  3. Writes two sstables in <dir>/staging: one of every newly written
-//     blob, one of the manifest. Closing each flushes and fsyncs it.
+//     blob, one of the manifest, and fsyncs both.
 //  4. Ingests both in one call (pebble.DB.Ingest): Pebble links the files
 //     into <dir>/db, fsyncs that directory, and records both in one
 //     version edit in its own MANIFEST, with an fsync. That record is the
@@ -116,6 +116,15 @@
 //     so there are no orphan blobs to clean up after a crash mid-commit.
 //  5. Only then: the manifest's references are counted, retention runs, and
 //     what became garbage is deleted (below).
+//
+// Steps 2 and the blob table of step 3 are the commit's CPU work (copying
+// and checksumming every new blob); Prepare(meta, pause) does them ahead
+// of Commit, on the caller's thread, calling pause between keys and
+// between 16 KiB writes and leaving the fsync to Commit. No entry can be
+// added once Prepare has started; an abort after it removes the staged
+// table. A job prepares on one of its workers, in the worker's spare time
+// (see sched.Worker.Background), and commits on a goroutine of its own,
+// since the syncs and the ingest wait on the disk.
 //
 // Why two tables: each spans only keys that nothing stored overlaps (the
 // blob keys of a new origin; one manifest key), so Pebble places both in
@@ -220,9 +229,10 @@
 // holds them off the Go heap, in an arena of anonymous mmap chunks that
 // the next checkpoint reuses: a checkpoint leaves no garbage for the Go
 // collector, whose cycles (one per ~40 MB at 1M keys) took CPU from the
-// job's workers. Commit yields its thread (sched_yield) every 200 us while
-// it writes the table of new blobs, so that a pinned worker it displaced
-// gets its core back well before the next scheduler tick. Byte slices
+// job's workers. A Commit without Prepare yields its thread (sched_yield)
+// every 50 us while it writes the table of new blobs, and writes it in
+// 16 KiB pieces, so that a pinned worker it displaced gets its core back
+// well before the next scheduler tick. Byte slices
 // returned by a Checkpoint belong to it and must not be modified.
 //
 // # Testing notes
