@@ -18,11 +18,11 @@ const bgSlice = 20 * time.Microsecond
 // before it runs a slice of pending background work anyway, so that the
 // work finishes under full load too. A slice then lasts 1/bgBusyShare of
 // the time the tasks had since the last one (at least bgSlice): background
-// work gets ~1/(bgBusyShare+1) of a busy worker (~11%) however long its
+// work gets ~1/(bgBusyShare+1) of a busy worker (~20%) however long its
 // tasks' steps take, and all of its idle time.
 const (
-	bgBusyPeriod = 8 * bgSlice
-	bgBusyShare  = 8
+	bgBusyPeriod = 4 * bgSlice
+	bgBusyShare  = 4
 	bgMaxSlice   = 2 * time.Millisecond
 )
 
@@ -72,7 +72,7 @@ type background struct {
 
 // Background queues job to run on the worker's own thread, in slices of
 // about 20µs between the steps of its tasks: whenever the tasks are idle, and
-// for one slice every ~160µs when they never are. job calls s.Pause between
+// for one slice every ~80µs when they never are. job calls s.Pause between
 // small pieces of its work; when Pause reports false the pool is stopping
 // and job should return. Jobs run one at a time, in the order queued.
 //

@@ -38,7 +38,7 @@
 // worker's own thread as a coroutine (iter.Pull: switching to it and back
 // is a direct goroutine switch on the thread, no scheduler hand-off), in
 // slices of about 20µs: whenever the worker's tasks are idle, and, when they
-// never are, for 1/8 of the time they had since the last slice (~11% of
+// never are, for 1/4 of the time they had since the last slice (~20% of
 // the worker). The work calls Slice.Pause every few microseconds; the slice
 // ends at the first Pause after its time is up. Why not a thread of its
 // own: on a machine whose cores the pinned workers keep, such a thread runs
