@@ -589,9 +589,15 @@ func (w *stateWriter) note(id string) {
 // Pause implements operator.StateWriter.
 func (w *stateWriter) Pause() error { return w.pauser.pause() }
 
+// testOnPutKeyGroup, if set (by tests), is called by every PutKeyGroup.
+var testOnPutKeyGroup func()
+
 func (w *stateWriter) PutKeyGroup(state string, kg int, blob []byte) error {
 	if err := w.Pause(); err != nil {
 		return err
+	}
+	if testOnPutKeyGroup != nil {
+		testOnPutKeyGroup()
 	}
 	w.bytes += uint64(len(blob))
 	return w.p.PutKeyGroup(w.id(state), kg, blob)
