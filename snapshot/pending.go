@@ -293,7 +293,7 @@ func (p *Pending) end(reason error) error {
 }
 
 // staged is a prepared checkpoint: its validated manifest and the sstable
-// of its new blobs, written and synced under the staging dir.
+// of its new blobs, written (Commit syncs it) under the staging dir.
 type staged struct {
 	m    *manifest
 	enc  []byte // the manifest's encoding
