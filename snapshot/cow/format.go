@@ -58,21 +58,30 @@ func (s *Snapshot[K, V]) AppendKeyGroupPausing(dst []byte, kg int, pause func() 
 	dst = s.appendHeader(dst, fullMagic, kg)
 	dst = binary.AppendUvarint(dst, uint64(t.n))
 	for ri := range t.dir {
-		r := &t.dir[ri]
-		for w, word := range r.occ {
-			for ; word != 0; word &= word - 1 {
-				sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
-				dst = s.keys.Append(dst, sl.key)
-				dst = s.vals.Append(dst, sl.val)
-			}
-		}
-		if pause != nil {
-			if err := pause(); err != nil {
-				return dst, err
-			}
+		if dst, err = s.appendPage(dst, &t.dir[ri], false, pause); err != nil {
+			return dst, err
 		}
 	}
 	return appendCRC(dst, start), nil
+}
+
+// appendPage appends the entries of page r (only those written in its
+// interval, if dirtyOnly), then calls pause if it is not nil.
+func (s *Snapshot[K, V]) appendPage(dst []byte, r *pageRef[K, V], dirtyOnly bool, pause func() error) ([]byte, error) {
+	for w, word := range r.occ {
+		if dirtyOnly {
+			word &= r.dirty[w]
+		}
+		for ; word != 0; word &= word - 1 {
+			sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
+			dst = s.keys.Append(dst, sl.key)
+			dst = s.vals.Append(dst, sl.val)
+		}
+	}
+	if pause == nil {
+		return dst, nil
+	}
+	return dst, pause()
 }
 
 // DeltaBase is the version AppendKeyGroupDelta's deltas start from: the
@@ -117,17 +126,8 @@ func (s *Snapshot[K, V]) AppendKeyGroupDeltaPausing(dst []byte, kg int, pause fu
 		if r.ver != s.version {
 			continue // not written in this interval
 		}
-		for w := range r.occ {
-			for word := r.occ[w] & r.dirty[w]; word != 0; word &= word - 1 {
-				sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
-				dst = s.keys.Append(dst, sl.key)
-				dst = s.vals.Append(dst, sl.val)
-			}
-		}
-		if pause != nil {
-			if err := pause(); err != nil {
-				return dst, err
-			}
+		if dst, err = s.appendPage(dst, r, true, pause); err != nil {
+			return dst, err
 		}
 	}
 	return appendCRC(dst, start), nil
