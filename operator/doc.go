@@ -13,7 +13,9 @@
 // rings of the next tasks. Task implements sched.Task: each Step handles a
 // bounded amount of input (at most Quantum frames, at most about a
 // millisecond) and flushes partly filled output frames when its inputs run
-// dry or MaxDelay has passed.
+// dry or MaxDelay has passed. A paced source's input runs dry as soon as it
+// has produced every record due (its Pacer says the next is later), so its
+// records leave in the same step rather than after the worker's next poll.
 //
 // Records travel in batches with an optional parallel column of event
 // timestamps. Control events — watermarks, the end of input, barriers —

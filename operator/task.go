@@ -215,6 +215,13 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 		t.flushAll() // records should not wait for more that is not coming
 		return sched.Idle, nil
 	}
+	if due := t.Source.NextReady(); !due.IsZero() && due.After(now) {
+		// A paced source has produced all that is due: its input has run
+		// dry, so its records go now rather than after the next poll.
+		t.sourceDue = due
+		t.flushAll()
+		return sched.Progress, nil
+	}
 	t.publish(now)
 	return sched.Progress, nil
 }
