@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
@@ -269,8 +270,9 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 	signal(c.poke)
 }
 
-// writerNice is the scheduling niceness of the thread that writes
-// checkpoints: processing never waits for the write-out, so on a machine
+// writerNice is the scheduling niceness of the writer goroutine's thread,
+// which commits checkpoints (and writes the parts of tasks that have no
+// worker): processing never waits for it, so on a machine
 // whose cores the workers keep busy, the writer yields to them. Niceness
 // sets only the writer's share of a core; how long it keeps the core once
 // it runs is bounded by cpuYielder.
@@ -332,21 +334,10 @@ const writerSlice = 200 * time.Microsecond
 // keyed-count, 1M keys, 1M records/s, 1 s checkpoints: p99 latency ~1.1-1.5
 // ms without yielding, ~0.3-0.4 ms with (~0.04 ms without checkpoints);
 // a checkpoint then takes ~0.8 s instead of ~0.25 s.
-type cpuYielder struct {
-	last  time.Time
-	now   func() time.Time // time.Now; tests replace it
-	yield func()           // sched_yield(2); tests replace it
-}
+type cpuYielder struct{ affinity.Yielder }
 
 func newCPUYielder() *cpuYielder {
-	return &cpuYielder{now: time.Now, yield: schedYield}
-}
-
-func (y *cpuYielder) maybeYield() {
-	if y.now().Sub(y.last) >= writerSlice {
-		y.yield()
-		y.last = y.now()
-	}
+	return &cpuYielder{affinity.Yielder{Every: writerSlice}}
 }
 
 // pauser is how a write offers its thread back between small pieces of
@@ -357,7 +348,7 @@ type pauser interface {
 }
 
 func (y *cpuYielder) pause() error {
-	y.maybeYield()
+	y.MaybeYield()
 	return nil
 }
 
@@ -374,10 +365,6 @@ func (p slicePauser) pause() error {
 // errWorkerStopped abandons a write whose worker is exiting (the job is
 // stopping or restarting; the checkpoint is aborted with it).
 var errWorkerStopped = errors.New("worker stopped")
-
-// schedYield yields the calling thread. (A raw syscall: it returns at
-// once or after the threads it let run; the Go scheduler need not know.)
-func schedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // write stores one task's part of a checkpoint and acknowledges it.
 func (c *coordinator) write(f *inflight, w writeJob, p pauser) {

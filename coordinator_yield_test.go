@@ -12,14 +12,15 @@ import (
 func TestCPUYielder(t *testing.T) {
 	clock := time.Unix(1, 0)
 	yields := 0
-	y := &cpuYielder{now: func() time.Time { return clock }, yield: func() { yields++ }}
-	y.maybeYield() // the first call finds the writer has run since forever
+	y := newCPUYielder()
+	y.Now, y.Yield = func() time.Time { return clock }, func() { yields++ }
+	y.MaybeYield() // the first call finds the writer has run since forever
 	if yields != 1 {
 		t.Fatalf("first call: %d yields, want 1", yields)
 	}
 	for step, want := range []int{1, 1, 1, 2, 2, 2, 2, 3} {
 		clock = clock.Add(writerSlice / 4)
-		y.maybeYield()
+		y.MaybeYield()
 		if yields != want {
 			t.Fatalf("after %d quarters of a slice: %d yields, want %d", step+1, yields, want)
 		}

@@ -15,7 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"golang.org/x/sys/unix"
+
+	"github.com/ringflow/ringflow/internal/affinity"
 )
 
 // Sentinel errors callers branch on. Returned errors wrap them.
@@ -403,9 +404,9 @@ func (s *Store) removeStaged(path string) {
 // yieldPause is the pause of tables written on a thread of the store's
 // caller: it yields the thread every yieldSlice.
 func (s *Store) yieldPause() func() error {
-	y := &yielder{last: time.Now()}
+	y := &affinity.Yielder{Every: yieldSlice}
 	return func() error {
-		y.maybeYield()
+		y.MaybeYield()
 		return nil
 	}
 }
@@ -448,7 +449,9 @@ func (s *Store) writeSST(db *pebble.DB, path string, kvs []sstKV, pause func() e
 	return meta.Size, nil
 }
 
-// yieldSlice is how long writeSST runs between yields of its thread.
+// yieldSlice is how long writeSST runs between yields of its thread (see
+// affinity.Yielder): a checkpoint's table of new blobs holds all the state
+// it wrote (10-40 MB at 1M keys).
 const yieldSlice = 50 * time.Microsecond
 
 // writeChunk is the most writeSST writes to its file in one system call.
@@ -456,16 +459,6 @@ const yieldSlice = 50 * time.Microsecond
 // cache in one write(2) took the thread's CPU for 50-100µs, longer than
 // yieldSlice, with no chance to yield in between.
 const writeChunk = 16 << 10
-
-// yielder yields its thread every yieldSlice (see yieldThread).
-type yielder struct{ last time.Time }
-
-func (y *yielder) maybeYield() {
-	if now := time.Now(); now.Sub(y.last) >= yieldSlice {
-		yieldThread()
-		y.last = time.Now()
-	}
-}
 
 // chunkedFile writes in pieces of at most writeChunk bytes, pausing
 // between them; with noSync, Sync does nothing (the caller syncs later).
@@ -499,14 +492,6 @@ func (f *chunkedFile) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
-
-// yieldThread gives the calling thread's CPU to whatever else is runnable
-// on it. A checkpoint's table of new blobs holds all the state it wrote
-// (10-40 MB at 1M keys); the thread writing it, unless it yields now and
-// then, keeps the CPU until the next scheduler tick (4 ms at HZ=250), and
-// a pinned worker of the job it displaced waits as long, with the records
-// in its rings. (A raw syscall: the Go scheduler need not know.)
-func yieldThread() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 func syncDir(fs vfs.FS, dir string) error {
 	d, err := fs.OpenDir(dir)
