@@ -80,6 +80,23 @@ func (p *seqCheck) Process(ctx *operator.KeyedContext[uint64], e event, out *ope
 func (p *seqCheck) OnTimer(*operator.KeyedContext[uint64], int64, operator.TimeDomain, *operator.Collector[string]) {
 }
 
+// failAfter is the function of a map that panics when the records it has
+// seen (over all its subtasks, counted in seen) reach failAt[0], then
+// failAt[1], ...; failures counts the panics. A failure is injected only
+// once the job has restarted from the previous one: the other subtask goes
+// on for a moment after a panic, and a second panic in the same attempt
+// would cause no restart of its own.
+func failAfter(job *ringflow.Job, failAt []int64, failures, seen *atomic.Int64) func(event) event {
+	return func(e event) event {
+		n := seen.Add(1)
+		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && int(f) == job.Restarts() &&
+			failures.CompareAndSwap(f, f+1) {
+			panic(fmt.Sprintf("injected failure %d at record %d", f+1, n))
+		}
+		return e
+	}
+}
+
 // sequenceJob is the sequence test's job: per-key sequence numbers, a
 // failing map, a shuffle, the keyed check, and a transactional file sink.
 func sequenceJob(dir string, keys, perKey uint64, par int, ck ringflow.CheckpointConfig,
@@ -100,13 +117,7 @@ func sequenceJob(dir string, keys, perKey uint64, par int, ck ringflow.Checkpoin
 		}
 	}
 	src := ringflow.Source(job, "seq", ringflow.Generate(gen, ringflow.GenOptions{Count: keys * perKey}))
-	failing := ringflow.Map(src, "failing", func(e event) event {
-		n := seen.Add(1)
-		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && failures.CompareAndSwap(f, f+1) {
-			panic(fmt.Sprintf("injected failure %d at record %d", f+1, n))
-		}
-		return e
-	})
+	failing := ringflow.Map(src, "failing", failAfter(job, failAt, failures, seen))
 	checked := ringflow.Process(ringflow.KeyBy(failing, func(e event) uint64 { return e.Key }), "check",
 		func() ringflow.ProcessFunc[uint64, event, string] { return &seqCheck{} })
 	if slowSink > 0 {
@@ -233,13 +244,7 @@ func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, f
 	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
 		FrameBytes: 2 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
 	src := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), eventTime())
-	failing := ringflow.Map(src, "failing", func(e event) event {
-		n := seen.Add(1)
-		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && failures.CompareAndSwap(f, f+1) {
-			panic(fmt.Sprintf("injected failure %d at record %d", f+1, n))
-		}
-		return e
-	})
+	failing := ringflow.Map(src, "failing", failAfter(job, failAt, failures, seen))
 	k := ringflow.KeyBy(failing, func(e event) uint64 { return e.Key })
 	w := ringflow.Window(k, "sum", ringflow.TumblingWindows(100*time.Millisecond), valueSum{})
 	lines := ringflow.Map(w, "fmt", func(r ringflow.WindowResult[uint64, int64]) string {
@@ -381,13 +386,7 @@ func TestListStateWithFailures(t *testing.T) {
 	src := ringflow.SourceWithEventTime(job, "src", ringflow.Generate(func(i uint64) event {
 		return event{Key: i % keys, Seq: i / keys, TS: int64(i / 100)}
 	}, ringflow.GenOptions{Count: keys * perKey}), eventTime())
-	failing := ringflow.Map(src, "failing", func(e event) event {
-		n := seen.Add(1)
-		if f := failures.Load(); int(f) < len(failAt) && n >= failAt[f] && failures.CompareAndSwap(f, f+1) {
-			panic("injected failure")
-		}
-		return e
-	})
+	failing := ringflow.Map(src, "failing", failAfter(job, failAt, &failures, &seen))
 	out := ringflow.Process(ringflow.KeyBy(failing, func(e event) uint64 { return e.Key }), "lists",
 		func() ringflow.ProcessFunc[uint64, event, string] { return &listCheck{} })
 	ringflow.TxnSink(out, "out", ringflow.FileSink(filepath.Join(dir, "out")))
