@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -519,6 +520,82 @@ func TestSinkErrorFailsJob(t *testing.T) {
 	var oe *operator.Error
 	if !errors.As(err, &oe) || oe.Operator != "picky" || !strings.Contains(err.Error(), "two is not allowed") {
 		t.Fatalf("Run returned %v", err)
+	}
+}
+
+// TestSinkBatches checks that every subtask of a batch sink gets its own
+// function, opened once with its index, and that together they receive
+// every record once, in batches.
+func TestSinkBatches(t *testing.T) {
+	const n, p = 100_000, 3
+	job := ringflow.NewJob(ringflow.Config{Parallelism: p, Workers: 2})
+	s := ringflow.Source(job, "src", ringflow.Generate(func(seq uint64) event { return event{Seq: seq} },
+		ringflow.GenOptions{Count: n}))
+	var mu sync.Mutex
+	opened := map[int]int{}
+	seen := make([][]uint64, p)
+	ringflow.SinkBatches(ringflow.Rebalance(s), "sink", func(subtask int) func([]event) error {
+		mu.Lock()
+		opened[subtask]++
+		mu.Unlock()
+		mine := &seen[subtask] // written by this subtask only
+		return func(es []event) error {
+			if len(es) == 0 {
+				return errors.New("empty batch")
+			}
+			for _, e := range es {
+				*mine = append(*mine, e.Seq)
+			}
+			return nil
+		}
+	})
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int]int{0: 1, 1: 1, 2: 1}; !maps.Equal(opened, want) {
+		t.Fatalf("open calls per subtask %v, want %v", opened, want)
+	}
+	var all []uint64
+	for i, got := range seen {
+		if len(got) == 0 {
+			t.Errorf("subtask %d received nothing", i)
+		}
+		all = append(all, got...)
+	}
+	slices.Sort(all)
+	for i, seq := range all {
+		if seq != uint64(i) {
+			t.Fatalf("sorted sequence numbers: position %d holds %d (%d in all, want %d each once)", i, seq, len(all), n)
+		}
+	}
+	if len(all) != n {
+		t.Fatalf("received %d records, want %d", len(all), n)
+	}
+}
+
+// TestSinkBatchesErrors checks that a nil function from open, a panic in
+// open and an error from a batch each fail the job naming the sink.
+func TestSinkBatchesErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(int) func([]int64) error
+		want string
+	}{
+		{"nil", func(int) func([]int64) error { return nil }, "nil function for subtask 0"},
+		{"open panics", func(int) func([]int64) error { panic("no disk") }, "no disk"},
+		{"write fails", func(int) func([]int64) error {
+			return func(vs []int64) error { return fmt.Errorf("batch of %d refused", len(vs)) }
+		}, "batch of 3 refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := ringflow.NewJob(ringflow.Config{Workers: 1})
+			ringflow.SinkBatches(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3})), "picky", tc.open)
+			err := job.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "picky") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run returned %v; want an error naming picky and %q", err, tc.want)
+			}
+			t.Logf("%.150s", err)
+		})
 	}
 }
 

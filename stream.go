@@ -290,6 +290,39 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
 	}
 }
 
+// SinkBatches adds a sink that receives records a batch at a time, one
+// function per subtask. open is called once for each subtask when the job
+// starts (and again when it restarts after a failure), with the subtask's
+// index in [0, parallelism), on the worker that runs the subtask; the
+// function it returns then receives every batch that reaches that subtask,
+// in order, never concurrently. A batch is only valid during the call:
+// copy what must outlive it. An error from the function, a panic, or a nil
+// function from open fails the job.
+//
+// Compared with Sink, it spends one call per batch instead of one per
+// record, and lets each subtask keep its own state without locks:
+//
+//	ringflow.SinkBatches(counts, "sum", func(subtask int) func([]Count) error {
+//		total := &totals[subtask]
+//		return func(cs []Count) error {
+//			for _, c := range cs {
+//				*total += c.N
+//			}
+//			return nil
+//		}
+//	})
+func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...Option) {
+	n, _ := s.job.addNode(name, opts, s.srcs)
+	s.checkTimed(name)
+	if open == nil {
+		s.job.errorf("operator %q: SinkBatches: open is nil", name)
+	}
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewBatchSink(open)
+		return []any{operator.Input[T](op)}, op
+	}
+}
+
 // typeInfo is what the runtime needs to move records of one type through
 // rings, captured while the type is still known.
 type typeInfo struct {

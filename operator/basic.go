@@ -1,5 +1,7 @@
 package operator
 
+import "fmt"
+
 // Base gives an operator the Operator methods it has nothing to do in. It
 // keeps the Context that Open receives.
 type Base struct{ Ctx *Context }
@@ -146,6 +148,42 @@ func (m *FlatMap[T, U]) Push(recs []T, ts []int64) {
 		m.f(recs[i], &m.out)
 	}
 	m.out.flush(m.next)
+}
+
+// BatchSink hands each batch of records that reaches one instance to the
+// function that instance's open call returned; an error from it fails the
+// job.
+type BatchSink[T any] struct {
+	Base
+	open  func(subtask int) func([]T) error
+	write func([]T) error
+}
+
+// NewBatchSink returns a batch sink operator; open is called once per
+// instance, in Open.
+func NewBatchSink[T any](open func(subtask int) func([]T) error) *BatchSink[T] {
+	return &BatchSink[T]{open: open}
+}
+
+// Open implements Operator: it asks open for this instance's function.
+func (s *BatchSink[T]) Open(ctx *Context) (err error) {
+	s.Ctx = ctx
+	defer recoverTo(ctx, &err)
+	if s.write = s.open(ctx.Subtask); s.write == nil {
+		return fmt.Errorf("open returned a nil function for subtask %d", ctx.Subtask)
+	}
+	return nil
+}
+
+// Push implements Input. recs is only valid during the call.
+func (s *BatchSink[T]) Push(recs []T, _ []int64) {
+	defer Guard(s.Ctx)
+	if len(recs) == 0 {
+		return
+	}
+	if err := s.write(recs); err != nil {
+		Fail(s.Ctx, err)
+	}
 }
 
 // Sink hands every record to a user function; an error from it fails the

@@ -83,6 +83,9 @@ func (t *Task) Open() error {
 	}
 	for i, op := range t.Ops {
 		if err := op.Open(t.Ctxs[i]); err != nil {
+			if _, named := err.(*Error); named {
+				return err // a panic, already attributed to the operator
+			}
 			return fmt.Errorf("operator %q subtask %d: open: %w", t.Ctxs[i].Operator, t.Ctxs[i].Subtask, err)
 		}
 		if tk, ok := op.(Ticker); ok {

@@ -97,16 +97,17 @@
 //
 // The ringflow versions use only the public API: a Source (the same
 // generator as the baseline's, as an operator.Source and operator.Pacer),
-// SourceWithEventTime, Map, Filter, KeyBy, Reduce, Window with an
-// AggregateFunc, WindowJoin and Sink. (ringflow.Generate would do, but it
-// calls its function once per record, which costs more than generating
-// the record; see BenchmarkGenerateRead.) ringflow's Sink calls
-// one shared function for every subtask, so the sink spreads its counters
-// over lanes that no two subtasks share: on forward pipelines the lane is
-// the source subtask (Seq mod P); after a keyed operator it is the key's
-// key group (keygroups.Of(keygroups.HashUint64(Key), 128)), which belongs
-// to exactly one subtask. The job's MaxParallelism is therefore fixed at
-// 128.
+// SourceWithEventTime, Map, Filter, KeyBy, MapWithState, Window with an
+// AggregateFunc, WindowJoin and SinkBatches. (ringflow.Generate would do,
+// but it calls its function once per record, which costs more than
+// generating the record; see BenchmarkGenerateRead.) Each sink subtask
+// counts into its own lane, a batch at a time, as each baseline sink
+// goroutine does. The file sink's "format" map (below) is one function
+// shared by every subtask, so it spreads its counters over lanes that no
+// two subtasks share: on forward pipelines the lane is the source subtask
+// (Seq mod P); after a keyed operator it is the key's key group
+// (keygroups.Of(keygroups.HashUint64(Key), 128)), which belongs to
+// exactly one subtask. The job's MaxParallelism is therefore fixed at 128.
 //
 // # Checkpoints, recovery and the file sink (ringflow only)
 //

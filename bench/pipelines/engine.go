@@ -24,10 +24,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			toFile(c, src, func(r *Record) *lane { return sinks.bySeq(r.Seq) }, digestRecord, recordLine)
 			break
 		}
-		ringflow.Sink(src, "sink", func(r Record) error {
-			sinks.bySeq(r.Seq).add(digestRecord(&r), r.SrcNanos)
-			return nil
-		})
+		sinkInto(src, sinks, digestRecord, srcNanosOf)
 	case "map-filter":
 		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
 		kept := ringflow.Filter(ringflow.Map(src, "map", mapValue), "filter", keepValue)
@@ -35,10 +32,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			toFile(c, kept, func(r *Record) *lane { return sinks.bySeq(r.Seq) }, digestRecord, recordLine)
 			break
 		}
-		ringflow.Sink(kept, "sink", func(r Record) error {
-			sinks.bySeq(r.Seq).add(digestRecord(&r), r.SrcNanos)
-			return nil
-		})
+		sinkInto(kept, sinks, digestRecord, srcNanosOf)
 	case "keyed-count":
 		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
 		// The rolling count keeps one int64 per key, as the baseline's Go
@@ -52,10 +46,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			toFile(c, counts, func(r *Record) *lane { return sinks.byKey(r.Key) }, digestCount, countLine)
 			break
 		}
-		ringflow.Sink(counts, "sink", func(r Record) error {
-			sinks.byKey(r.Key).add(digestCount(&r), r.SrcNanos)
-			return nil
-		})
+		sinkInto(counts, sinks, digestCount, srcNanosOf)
 	case "window":
 		src := fail.wrap(ringflow.SourceWithEventTime(job, "source", newEngineSource(c, seedMain, produced, 0),
 			eventTime(c.EventStride)))
@@ -64,10 +55,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			toFile(c, wins, func(w *windowOut) *lane { return sinks.byKey(w.Key) }, digestWindowOut, windowLine)
 			break
 		}
-		ringflow.Sink(wins, "sink", func(w ringflow.WindowResult[uint64, WindowCount]) error {
-			sinks.byKey(w.Key).add(digestWindow(w.Key, w.Start, w.Value.Count), w.Value.SrcNanos)
-			return nil
-		})
+		sinkInto(wins, sinks, digestWindowOut, func(w *windowOut) int64 { return w.Value.SrcNanos })
 	case "join":
 		left := fail.wrap(ringflow.SourceWithEventTime(job, "left", newEngineSource(c, seedMain, produced, 0),
 			eventTime(c.EventStride)))
@@ -78,14 +66,26 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			toFile(c, pairs, func(j *Joined) *lane { return sinks.byKey(j.Key) }, digestJoined, joinedLine)
 			break
 		}
-		ringflow.Sink(pairs, "sink", func(j Joined) error {
-			sinks.byKey(j.Key).add(digestJoined(&j), j.SrcNanos)
-			return nil
-		})
+		sinkInto(pairs, sinks, digestJoined, joinedSrcNanos)
 	}
 	err := job.Run(ctx)
 	res.Checkpoints, res.Restarts, res.RestoredFrom = job.Checkpoints(), job.Restarts(), job.RestoredFrom()
 	return err
+}
+
+// sinkInto adds the pipeline's sink: each subtask counts and digests the
+// records it receives into its own lane, a batch at a time, as the
+// baseline's sink goroutines do.
+func sinkInto[T any](s ringflow.Stream[T], sinks *lanes, digest func(*T) uint64, srcNanos func(*T) int64) {
+	ringflow.SinkBatches(s, "sink", func(subtask int) func([]T) error {
+		l := &sinks.l[subtask]
+		return func(recs []T) error {
+			for i := range recs {
+				l.add(digest(&recs[i]), srcNanos(&recs[i]))
+			}
+			return nil
+		}
+	})
 }
 
 // failInjector is the operator Config.FailAfter adds behind the (left)
