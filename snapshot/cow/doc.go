@@ -30,7 +30,9 @@
 // Prefetch(hashes) prefetches the home slot of every record of a batch before the
 // batch is processed, so that the batch's cache and TLB misses overlap: at
 // millions of keys a lookup is one DRAM miss, and taking those misses one at
-// a time is what bounds any hash map, a Go map included.
+// a time is what bounds any hash map, a Go map included. It does nothing
+// while the tables are small enough to stay in the caches, where it only
+// costs time.
 //
 // # Snapshots: shadow paging
 //

@@ -64,6 +64,7 @@ type Map[K comparable, V any] struct {
 	kgs    keygroups.Range
 	tables []table[K, V] // tables[kg-kgs.Start]
 	n      int
+	slots  int // capacity of all tables
 
 	prefetchBuf []unsafe.Pointer
 
@@ -198,12 +199,24 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 	return zero, false
 }
 
+// prefetchMinBytes is the size of a Map's tables below which Prefetch does
+// nothing. Prefetching costs about 4 ns per key on the machine of
+// docs/perf.md and gains nothing while the tables fit the caches: with
+// 64 key groups, updates at random keys took as long with it as without it
+// at 200k keys (4 MiB of tables), and were slower with it below that; at
+// 1M keys (32 MiB) it saved 10-20%.
+const prefetchMinBytes = 4 << 20
+
 // Prefetch asks the CPU to load, for each hash, the first slot a lookup of
 // that hash probes. Called on a batch of hashes before the batch's
 // GetHashed/UpsertHashed calls, it lets the CPU overlap the batch's cache
 // and TLB misses instead of taking them one record at a time. It has no
-// other effect.
+// other effect, and does nothing while the Map's tables are small enough
+// to stay in the caches (prefetchMinBytes).
 func (m *Map[K, V]) Prefetch(hashes []uint64) {
+	if uintptr(m.slots)*unsafe.Sizeof(slot[K, V]{}) < prefetchMinBytes {
+		return
+	}
 	// Two passes. The first finds each home slot (the tables and
 	// directories are small and mostly cached); the second prefetches the
 	// found slots (both lines, if a slot straddles two), a loop of

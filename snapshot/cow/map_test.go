@@ -424,3 +424,42 @@ func TestSubKeyHashKeepsKeyGroup(t *testing.T) {
 		t.Fatalf("1000 sub-keys of one key land on %d home slots of 65536", len(homes))
 	}
 }
+
+// TestSlotsTracksCapacity checks the count of table slots that Prefetch
+// consults against the tables, through growth and restore.
+func TestSlotsTracksCapacity(t *testing.T) {
+	check := func(m *Map[uint64, int64], when string) {
+		t.Helper()
+		want := 0
+		for i := range m.tables {
+			want += m.tables[i].capacity()
+		}
+		if m.slots != want {
+			t.Fatalf("%s: slots %d, tables hold %d", when, m.slots, want)
+		}
+	}
+	m := newCounters(t, 8, keygroups.Range{})
+	check(m, "empty")
+	for k := range uint64(20_000) {
+		if err := m.Put(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(m, "after 20k puts")
+	if m.slots < 20_000 {
+		t.Fatalf("slots %d for 20k entries", m.slots)
+	}
+	snap := m.Freeze()
+	defer snap.Release()
+	r := newCounters(t, 8, keygroups.Range{})
+	for kg := range 8 {
+		b, err := snap.AppendKeyGroup(nil, kg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.LoadKeyGroup(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(r, "after restore")
+}

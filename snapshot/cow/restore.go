@@ -30,6 +30,7 @@ func (m *Map[K, V]) LoadKeyGroup(b []byte) (int, error) {
 		m.drop(r)
 	}
 	nt.deleted, nt.deletedVer, nt.deltaLost = t.deleted, t.deletedVer, t.deltaLost
+	m.slots += nt.capacity() - t.capacity()
 	*t = nt
 	m.n += t.n
 	m.restored(t)

@@ -290,6 +290,7 @@ func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
 	for _, r := range old {
 		m.drop(r)
 	}
+	m.slots += nt.capacity() - t.capacity()
 	*t = nt
 }
 
