@@ -259,3 +259,62 @@ func BenchmarkAppendKeyGroupDelta(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+// subtaskKeys are BenchmarkSubtaskUpdate's key counts: a key-group table
+// of the 50k size holds ~780 keys.
+var subtaskKeys = []int{1000, 50_000, 1_000_000}
+
+// BenchmarkSubtaskUpdate updates one subtask's state the way the
+// keyed-count pipeline does (64 of 128 key groups, the batch of a 1024-record
+// frame, keys uniform over the set, hashes given), each variant in its own
+// run so that none shares the caches with another: cow without Prefetch,
+// cow with it (forced, whatever the Map's size), and the Go map a baseline
+// would use (which hashes the key itself).
+func BenchmarkSubtaskUpdate(b *testing.B) {
+	for _, n := range subtaskKeys {
+		rnd := rand.New(rand.NewPCG(3, uint64(n)))
+		m := newCounters(b, 128, keygroups.Range{Start: 0, End: 64})
+		gomap := make(map[uint64]int64)
+		set := make([]uint64, 0, n)
+		for len(set) < n {
+			k := rnd.Uint64()
+			if keygroups.HashUint64(k)%128 >= 64 {
+				continue // another subtask's key
+			}
+			set = append(set, k)
+			if err := m.Put(k, 1); err != nil {
+				b.Fatal(err)
+			}
+			gomap[k] = 1
+		}
+		const stream, batch = 1 << 20, 1024
+		keys, hashes := make([]uint64, stream), make([]uint64, stream)
+		for i := range keys {
+			keys[i] = set[rnd.IntN(n)]
+			hashes[i] = keygroups.HashUint64(keys[i])
+		}
+		for _, v := range []string{"cow", "cow-prefetch", "gomap"} {
+			b.Run(fmt.Sprintf("%s/%s", sizeName(n), v), func(b *testing.B) {
+				off := 0
+				for b.Loop() {
+					ks, hs := keys[off:off+batch], hashes[off:off+batch]
+					off = (off + batch) & (stream - 1)
+					switch v {
+					case "gomap":
+						for _, k := range ks {
+							gomap[k]++
+						}
+						continue
+					case "cow-prefetch":
+						m.prefetch(hs)
+					}
+					for i, k := range ks {
+						p, _ := m.UpsertHashed(hs[i], k)
+						*p++
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/update")
+			})
+		}
+	}
+}

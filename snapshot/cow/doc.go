@@ -16,14 +16,15 @@
 // partitioner already computed: GetHashed, UpsertHashed). Upsert returns a
 // pointer to the value, so `*p += 1` is one probe. Deletion shifts the rest
 // of the probe run back, so there are no tombstones. A table grows by
-// doubling when it is 7/8 full (rebuilding that one key group's table at
+// doubling when it is half full (rebuilding that one key group's table at
 // once: a pause proportional to 1/maxP of the state) and never shrinks.
-// The load factor is high for linear probing on purpose: tables are small
-// (one per key group), so the state's footprint in cache decides the cost
-// of a lookup far more than probe length does, and a probe run rarely
-// leaves a cache line or two. (keyed-count at 100k keys, whose key groups
-// hold ~780 keys, ran 25-40% faster at 7/8 than at 3/4, which doubled its
-// tables to 2048 slots.)
+// The load is kept low, at the cost of memory (32-64 bytes per 16-byte
+// entry), because a linear probe run's length, and the branch mispredicted
+// where it ends, cost more than the larger footprint in cache: one
+// subtask's 50k keys (64 key groups of ~780 keys; BenchmarkSubtaskUpdate)
+// took ~25 ns per update in tables of 1024 slots (76% full) and ~17 ns in
+// tables of 2048, against ~19 ns for a Go map; keyed-count at 100k keys
+// ran 12% faster (seven alternating pairs, docs/perf.md).
 // The probe index is the high bits of hash*φ (Fibonacci hashing): the key
 // group already consumed the low bits.
 //

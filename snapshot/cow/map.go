@@ -217,6 +217,11 @@ func (m *Map[K, V]) Prefetch(hashes []uint64) {
 	if uintptr(m.slots)*unsafe.Sizeof(slot[K, V]{}) < prefetchMinBytes {
 		return
 	}
+	m.prefetch(hashes)
+}
+
+// prefetch is Prefetch whatever the Map's size.
+func (m *Map[K, V]) prefetch(hashes []uint64) {
 	// Two passes. The first finds each home slot (the tables and
 	// directories are small and mostly cached); the second prefetches the
 	// found slots (both lines, if a slot straddles two), a loop of

@@ -110,14 +110,14 @@ func (t *table[K, V]) find(h uint64, k K) (uint64, bool) {
 func (t *table[K, V]) setGeometry(capacity int) {
 	t.shift = uint(64 - bits.TrailingZeros(uint(capacity)))
 	t.mask = uint64(capacity - 1)
-	t.growAt = capacity / 8 * 7
+	t.growAt = capacity / 2
 }
 
 // capacityFor returns the smallest table capacity that holds n entries
 // without growing.
 func capacityFor(n int) int {
 	c := pageSlots
-	for c/8*7 <= n {
+	for c/2 <= n {
 		c *= 2
 	}
 	return c
