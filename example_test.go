@@ -142,3 +142,29 @@ func ExampleMapWithState() {
 	fmt.Println(strings.Join(out, " "))
 	// Output: a:1 b:1 a:2 c:1 b:2 a:3
 }
+
+// SinkBatches gives each subtask of a sink its own function, which then
+// receives that subtask's records a batch at a time: here every subtask
+// sums into its own slot, without a lock.
+func ExampleSinkBatches() {
+	const parallelism = 2
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: parallelism})
+	nums := ringflow.Source(job, "nums", ringflow.Generate(func(seq uint64) int64 { return int64(seq) },
+		ringflow.GenOptions{Count: 1000}))
+	var sums [parallelism]int64
+	ringflow.SinkBatches(ringflow.Rebalance(nums), "sum", func(subtask int) func([]int64) error {
+		sum := &sums[subtask]
+		return func(batch []int64) error {
+			for _, n := range batch {
+				*sum += n
+			}
+			return nil
+		}
+	})
+	if err := job.Run(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(sums[0] + sums[1])
+	// Output: 499500
+}
