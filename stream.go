@@ -291,11 +291,11 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
 }
 
 // SinkBatches adds a sink that receives records a batch at a time, one
-// function per subtask. open is called once for each subtask when the job
-// starts (and again when it restarts after a failure), with the subtask's
-// index in [0, parallelism), on the worker that runs the subtask; the
-// function it returns then receives every batch that reaches that subtask,
-// in order, never concurrently. A batch is only valid during the call:
+// function per subtask. open is called once for each subtask as the job
+// starts, before any record flows (and again when it restarts after a
+// failure), with the subtask's index in [0, parallelism); the function it
+// returns then receives every batch that reaches that subtask, in order,
+// never concurrently. A batch is only valid during the call:
 // copy what must outlive it. An error from the function, a panic, or a nil
 // function from open fails the job.
 //

@@ -200,11 +200,12 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 }
 
 // prefetchMinBytes is the size of a Map's tables below which Prefetch does
-// nothing. Prefetching costs about 4 ns per key on the machine of
-// docs/perf.md and gains nothing while the tables fit the caches: with
-// 64 key groups, updates at random keys took as long with it as without it
-// at 200k keys (4 MiB of tables), and were slower with it below that; at
-// 1M keys (32 MiB) it saved 10-20%.
+// nothing. Prefetching costs a few ns per key on the machine of
+// docs/perf.md and gains nothing while the tables are about the size of
+// the caches: one subtask's 64 key groups updated at random keys
+// (BenchmarkSubtaskUpdate) took ~20% longer with it at 50k keys (2 MiB of
+// tables) and 10-20% less at 1M keys (32 MiB); at 100k-200k keys (4-8
+// MiB) the runs went either way. keyed-count at 100k keys lost 11% with it.
 const prefetchMinBytes = 4 << 20
 
 // Prefetch asks the CPU to load, for each hash, the first slot a lookup of
