@@ -4,7 +4,7 @@ package operator
 // payload p, which includes its time; adding a timer twice keeps one, and a
 // deleted timer is dropped lazily when it reaches the front.
 type timerQueue[P comparable] struct {
-	heap windowTimers[P]
+	heap timerHeap[P]
 	set  map[P]struct{}
 }
 
@@ -55,12 +55,8 @@ func (q *timerQueue[P]) skipDeleted() {
 	}
 }
 
-// windowTimers is a heap of window timers without deduplication: a window
-// operator adds a window's timer once, when it creates the window's state,
-// and checks the state when the timer pops, so a timer whose window is gone
-// (merged, or fired already) is dropped there. It saves the set that
-// timerQueue keeps per timer.
-type windowTimers[P any] struct {
+// timerHeap is a binary min-heap of timers by time.
+type timerHeap[P any] struct {
 	heap []timerEntryAny[P]
 }
 
@@ -69,7 +65,7 @@ type timerEntryAny[P any] struct {
 	p  P
 }
 
-func (q *windowTimers[P]) add(ts int64, p P) {
+func (q *timerHeap[P]) add(ts int64, p P) {
 	q.heap = append(q.heap, timerEntryAny[P]{ts, p})
 	for i := len(q.heap) - 1; i > 0; {
 		parent := (i - 1) / 2
@@ -82,7 +78,7 @@ func (q *windowTimers[P]) add(ts int64, p P) {
 }
 
 // pop removes and returns the earliest timer if its time is <= upTo.
-func (q *windowTimers[P]) pop(upTo int64) (int64, P, bool) {
+func (q *timerHeap[P]) pop(upTo int64) (int64, P, bool) {
 	var zero P
 	if len(q.heap) == 0 || q.heap[0].ts > upTo {
 		return 0, zero, false
@@ -108,4 +104,112 @@ func (q *windowTimers[P]) pop(upTo int64) (int64, P, bool) {
 		i = m
 	}
 	return e.ts, e.p, true
+}
+
+// windowTimers is a queue of window timers without deduplication: a window
+// operator adds a window's timer once, when it creates the window's state,
+// and checks the state when the timer pops, so a timer whose window is gone
+// (merged, or fired already) is dropped there. It saves the set that
+// timerQueue keeps per timer.
+//
+// Window timers come in large groups of one time: every key's window of a
+// tumbling or sliding assigner ends at the same moment. So the queue keeps
+// one bucket of payloads per distinct time, in the order they were added,
+// and a heap of the times alone: adding to a time that has a bucket and
+// popping are O(1), and firing a group reads one slice in order, where a
+// heap of every timer paid a sift through a heap of every key's timer
+// (and a cache miss at most of its levels) per pop. Timers of one time pop
+// in the order they were added.
+type windowTimers[P any] struct {
+	times   []int64 // min-heap of the times that have a bucket
+	buckets map[int64]*timerBucket[P]
+	last    *timerBucket[P] // the bucket the last add used: consecutive adds mostly share a time
+	spare   []*timerBucket[P]
+}
+
+type timerBucket[P any] struct {
+	ts   int64
+	ps   []P
+	next int // ps[:next] have popped
+}
+
+func (q *windowTimers[P]) add(ts int64, p P) {
+	b := q.last
+	if b == nil || b.ts != ts {
+		if b = q.buckets[ts]; b == nil {
+			b = q.newBucket(ts)
+		}
+		q.last = b
+	}
+	b.ps = append(b.ps, p)
+}
+
+// newBucket adds an empty bucket for time ts.
+func (q *windowTimers[P]) newBucket(ts int64) *timerBucket[P] {
+	var b *timerBucket[P]
+	if n := len(q.spare); n > 0 {
+		b, q.spare = q.spare[n-1], q.spare[:n-1]
+		b.ts = ts
+	} else {
+		b = &timerBucket[P]{ts: ts}
+	}
+	if q.buckets == nil {
+		q.buckets = make(map[int64]*timerBucket[P])
+	}
+	q.buckets[ts] = b
+	q.times = append(q.times, ts)
+	for i := len(q.times) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if q.times[parent] <= q.times[i] {
+			break
+		}
+		q.times[parent], q.times[i] = q.times[i], q.times[parent]
+		i = parent
+	}
+	return b
+}
+
+// pop removes and returns the earliest timer if its time is <= upTo.
+func (q *windowTimers[P]) pop(upTo int64) (int64, P, bool) {
+	var zero P
+	if len(q.times) == 0 || q.times[0] > upTo {
+		return 0, zero, false
+	}
+	ts := q.times[0]
+	b := q.buckets[ts]
+	p := b.ps[b.next]
+	b.ps[b.next] = zero // NB: do not keep a popped payload reachable
+	b.next++
+	if b.next == len(b.ps) {
+		q.dropFront(b)
+	}
+	return ts, p, true
+}
+
+// dropFront removes the earliest time's bucket, b, now empty.
+func (q *windowTimers[P]) dropFront(b *timerBucket[P]) {
+	delete(q.buckets, b.ts)
+	if q.last == b {
+		q.last = nil
+	}
+	b.ps, b.next = b.ps[:0], 0
+	q.spare = append(q.spare, b)
+	last := len(q.times) - 1
+	q.times[0] = q.times[last]
+	q.times = q.times[:last]
+	for i, n := 0, len(q.times); ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.times[r] < q.times[l] {
+			m = r
+		}
+		if q.times[i] <= q.times[m] {
+			break
+		}
+		q.times[i], q.times[m] = q.times[m], q.times[i]
+		i = m
+	}
 }
