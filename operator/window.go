@@ -135,6 +135,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	out      []WindowResult[K, O]
 	outTs    []int64
 	assigned []Window
+	pfHashes []uint64 // scratch of prefetch
 }
 
 // NewWindowAgg returns a window operator feeding next.
@@ -167,6 +168,9 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 		Fail(o.Ctx, errNoEventTime)
 	}
 	lateness := o.opts.AllowedLateness.Milliseconds()
+	if o.windows.Kind != Session {
+		o.prefetch(recs, ts)
+	}
 	for i := range recs {
 		k := o.keys.Key(recs[i])
 		h := o.keys.Hash(k)
@@ -192,6 +196,23 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 		}
 	}
 	o.flush()
+}
+
+// prefetch asks the state for the entries of the batch's (key, window)
+// pairs ahead of the updates (cow.Map.Prefetch; it does nothing while the
+// state is small). Session windows are left out: which window a record
+// lands in depends on merging the ones before it.
+func (o *WindowAgg[K, T, A, O]) prefetch(recs []T, ts []int64) {
+	hs := o.pfHashes[:0]
+	for i := range recs {
+		h := o.keys.Hash(o.keys.Key(recs[i]))
+		o.assigned = o.windows.assign(ts[i], o.assigned[:0])
+		for _, win := range o.assigned {
+			hs = append(hs, winHash(h, win, o.Ctx.MaxParallelism))
+		}
+	}
+	o.state.Prefetch(hs)
+	o.pfHashes = hs
 }
 
 func (o *WindowAgg[K, T, A, O]) late(rec T) {
