@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/ringflow/ringflow/internal/prefetch"
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/ring"
 )
@@ -124,6 +125,9 @@ func (g *Gate[T]) Push(recs []T, ts []int64) {
 					*(*T)(unsafe.Add(o.base, o.n*o.size)) = recs[j]
 					o.n++
 					o.dirty = true
+					if o.n&(writeAhead-1) == 0 {
+						o.fetchAhead()
+					}
 					continue
 				}
 				if ts != nil {
@@ -335,6 +339,23 @@ func newOutRing[T any](w *ring.Writer, codec Codec[T], opts GateOptions) (*outRi
 
 func align8(n int) int { return (n + 7) &^ 7 }
 
+// writeAhead is how far ahead of the record being written, in records, the
+// partitioning loop has a frame's memory fetched for writing, and how many
+// records' worth it asks for at a time. Ring memory a record is written to
+// was last read by the consumer, often on the other core, or has left the
+// caches; without it each store waits for its line.
+const writeAhead = 128
+
+// fetchAhead fetches for writing the frame memory of the writeAhead
+// records after the next writeAhead (see writeAhead).
+func (o *outRing[T]) fetchAhead() {
+	from := o.n + writeAhead
+	if from >= o.capN {
+		return
+	}
+	prefetch.ForWrite(unsafe.Add(o.base, from*o.size), uintptr(min(writeAhead, o.capN-from)*o.size))
+}
+
 // append adds one record.
 func (o *outRing[T]) append(rec *T, ts int64) {
 	o.dirty = true
@@ -395,6 +416,8 @@ func (o *outRing[T]) open() {
 	if len(o.pend) == 0 {
 		if p := o.w.ReservePointer(bytes); p != nil {
 			o.base, o.inRing = p, true
+			prefetch.ForWrite(p, uintptr(min(writeAhead, o.capN)*o.size))
+			o.fetchAhead()
 			return
 		}
 	}

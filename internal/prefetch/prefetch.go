@@ -20,3 +20,17 @@ func Spans(ptrs []unsafe.Pointer, span uintptr) {
 	}
 	spans(unsafe.SliceData(ptrs), len(ptrs), span-1)
 }
+
+// ForWrite asks the CPU to fetch, with ownership, the cache lines of the n
+// bytes at p, which the caller is about to write: a store to a line
+// another core holds, or that has left the caches, otherwise waits for
+// that transfer in the store buffer. It has no other effect.
+func ForWrite(p unsafe.Pointer, n uintptr) {
+	if n == 0 {
+		return
+	}
+	// One prefetch per 64 bytes from p reaches every line of the range
+	// (the last may land past it, in the range's last line or beyond: a
+	// prefetch never faults).
+	forWrite(p, int((uintptr(p)&63+n+63)/64))
+}

@@ -13,3 +13,15 @@ loop:
 	DECQ CX
 	JNE loop
 	RET
+
+// func forWrite(p unsafe.Pointer, lines int)
+TEXT ·forWrite(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ lines+8(FP), CX
+wloop:
+	// PREFETCHW (SI), which the Go assembler does not know: 0F 0D /1.
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x0E
+	ADDQ $64, SI
+	DECQ CX
+	JNE wloop
+	RET

@@ -13,3 +13,14 @@ loop:
 	SUBS $1, R1, R1
 	BNE loop
 	RET
+
+// func forWrite(p unsafe.Pointer, lines int)
+TEXT ·forWrite(SB), NOSPLIT, $0-16
+	MOVD p+0(FP), R0
+	MOVD lines+8(FP), R1
+wloop:
+	PRFM (R0), PSTL1KEEP
+	ADD $64, R0, R0
+	SUBS $1, R1, R1
+	BNE wloop
+	RET

@@ -8,3 +8,8 @@ import "unsafe"
 //
 //go:noescape
 func spans(p *unsafe.Pointer, n int, last uintptr)
+
+// forWrite prefetches, for writing, lines cache lines from p; lines > 0.
+//
+//go:noescape
+func forWrite(p unsafe.Pointer, lines int)

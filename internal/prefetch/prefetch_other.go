@@ -15,3 +15,5 @@ func spans(p *unsafe.Pointer, n int, last uintptr) {
 	}
 	sink = x
 }
+
+func forWrite(p unsafe.Pointer, lines int) {}

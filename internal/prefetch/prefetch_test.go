@@ -24,3 +24,21 @@ func TestSpansTouchesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestForWriteTouchesNothing checks ForWrite over aligned and unaligned
+// ranges, empty ones included, leaves the memory unchanged and does not
+// fault.
+func TestForWriteTouchesNothing(t *testing.T) {
+	buf := make([]byte, 4096)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	for _, r := range [][2]int{{0, 0}, {0, 1}, {1, 63}, {63, 2}, {5, 1000}, {64, 4032}, {0, 4096}} {
+		ForWrite(unsafe.Pointer(&buf[r[0]]), uintptr(r[1]))
+	}
+	for i, b := range buf {
+		if b != byte(i*7) {
+			t.Fatalf("byte %d changed to %d", i, b)
+		}
+	}
+}
