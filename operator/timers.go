@@ -121,7 +121,7 @@ func (q *timerHeap[P]) pop(upTo int64) (int64, P, bool) {
 // (and a cache miss at most of its levels) per pop. Timers of one time pop
 // in the order they were added.
 type windowTimers[P any] struct {
-	times   []int64 // min-heap of the times that have a bucket
+	times   timerHeap[struct{}] // the times that have a bucket
 	buckets map[int64]*timerBucket[P]
 	last    *timerBucket[P] // the bucket the last add used: consecutive adds mostly share a time
 	spare   []*timerBucket[P]
@@ -157,25 +157,17 @@ func (q *windowTimers[P]) newBucket(ts int64) *timerBucket[P] {
 		q.buckets = make(map[int64]*timerBucket[P])
 	}
 	q.buckets[ts] = b
-	q.times = append(q.times, ts)
-	for i := len(q.times) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if q.times[parent] <= q.times[i] {
-			break
-		}
-		q.times[parent], q.times[i] = q.times[i], q.times[parent]
-		i = parent
-	}
+	q.times.add(ts, struct{}{})
 	return b
 }
 
 // pop removes and returns the earliest timer if its time is <= upTo.
 func (q *windowTimers[P]) pop(upTo int64) (int64, P, bool) {
 	var zero P
-	if len(q.times) == 0 || q.times[0] > upTo {
+	if len(q.times.heap) == 0 || q.times.heap[0].ts > upTo {
 		return 0, zero, false
 	}
-	ts := q.times[0]
+	ts := q.times.heap[0].ts
 	b := q.buckets[ts]
 	p := b.ps[b.next]
 	b.ps[b.next] = zero // NB: do not keep a popped payload reachable
@@ -194,22 +186,5 @@ func (q *windowTimers[P]) dropFront(b *timerBucket[P]) {
 	}
 	b.ps, b.next = b.ps[:0], 0
 	q.spare = append(q.spare, b)
-	last := len(q.times) - 1
-	q.times[0] = q.times[last]
-	q.times = q.times[:last]
-	for i, n := 0, len(q.times); ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && q.times[r] < q.times[l] {
-			m = r
-		}
-		if q.times[i] <= q.times[m] {
-			break
-		}
-		q.times[i], q.times[m] = q.times[m], q.times[i]
-		i = m
-	}
+	q.times.pop(b.ts)
 }

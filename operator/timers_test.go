@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-var timerSeed = flag.Uint64("timer-seed", 0, "seed for TestWindowTimers (0: pick one and print it)")
+var seedFlag = flag.Uint64("seed", 0, "seed for randomised tests (0: pick one and print it)")
 
 // TestWindowTimers checks the bucketed window timer queue against a plain
 // list: timers pop earliest time first, those of one time in the order
@@ -16,11 +16,11 @@ var timerSeed = flag.Uint64("timer-seed", 0, "seed for TestWindowTimers (0: pick
 // few values (as windows' ends do) and from a wide range, with pops
 // interleaved with adds, and adds to the time being popped.
 func TestWindowTimers(t *testing.T) {
-	seed := *timerSeed
+	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay with -timer-seed %d)", seed, seed)
+	t.Logf("seed %d (replay with -seed %d)", seed, seed)
 	rnd := rand.New(rand.NewPCG(seed, 5))
 	type timer struct {
 		ts  int64
@@ -79,7 +79,7 @@ func TestWindowTimers(t *testing.T) {
 	if pops < 10_000 {
 		t.Fatalf("only %d pops", pops)
 	}
-	if len(q.buckets) != len(q.times) {
-		t.Fatalf("%d buckets for %d times", len(q.buckets), len(q.times))
+	if len(q.buckets) != len(q.times.heap) {
+		t.Fatalf("%d buckets for %d times", len(q.buckets), len(q.times.heap))
 	}
 }
