@@ -16,15 +16,18 @@
 // partitioner already computed: GetHashed, UpsertHashed). Upsert returns a
 // pointer to the value, so `*p += 1` is one probe. Deletion shifts the rest
 // of the probe run back, so there are no tombstones. A table grows by
-// doubling when it is half full (rebuilding that one key group's table at
-// once: a pause proportional to 1/maxP of the state) and never shrinks.
-// The load is kept low, at the cost of memory (32-64 bytes per 16-byte
-// entry), because a linear probe run's length, and the branch mispredicted
-// where it ends, cost more than the larger footprint in cache: one
-// subtask's 50k keys (64 key groups of ~780 keys; BenchmarkSubtaskUpdate)
+// doubling (rebuilding that one key group's table at once: a pause
+// proportional to 1/maxP of the state) and never shrinks: when it is half
+// full while it has fewer than 4096 slots, and when 7/8 full from then on.
+// Small tables are kept sparse because a linear probe run's length, and
+// the branch mispredicted where it ends, cost more than their footprint:
+// one subtask's 50k keys (64 key groups of ~780 keys; BenchmarkSubtaskUpdate)
 // took ~25 ns per update in tables of 1024 slots (76% full) and ~17 ns in
-// tables of 2048, against ~19 ns for a Go map; keyed-count at 100k keys
-// ran 12% faster (seven alternating pairs, docs/perf.md).
+// tables of 2048, against ~19 ns for a Go map, and keyed-count at 100k keys
+// ran 12% faster. Large tables are kept dense because there the footprint
+// decides: at 200k keys per subtask, tables of 4096 slots (76% full, 4 MiB
+// in all) took ~38-41 ns per update where tables of 8192 took ~57-62 ns.
+// (docs/perf.md has the measurements.)
 // The probe index is the high bits of hash*φ (Fibonacci hashing): the key
 // group already consumed the low bits.
 //

@@ -110,14 +110,29 @@ func (t *table[K, V]) find(h uint64, k K) (uint64, bool) {
 func (t *table[K, V]) setGeometry(capacity int) {
 	t.shift = uint(64 - bits.TrailingZeros(uint(capacity)))
 	t.mask = uint64(capacity - 1)
-	t.growAt = capacity / 2
+	t.growAt = growAt(capacity)
 }
+
+// growAt is the number of entries at which a table of capacity slots
+// grows: half full while it is smaller than bigTable, 7/8 full from then
+// on. See "Tables" in the package doc for why.
+func growAt(capacity int) int {
+	if capacity < bigTable {
+		return capacity / 2
+	}
+	return capacity / 8 * 7
+}
+
+// bigTable is the capacity from which a table grows at 7/8 rather than 1/2
+// full: a subtask's 64 key groups of this size hold 4 MiB of 16-byte
+// entries, more than the caches of the machine in docs/perf.md keep close.
+const bigTable = 4096
 
 // capacityFor returns the smallest table capacity that holds n entries
 // without growing.
 func capacityFor(n int) int {
 	c := pageSlots
-	for c/2 <= n {
+	for growAt(c) <= n {
 		c *= 2
 	}
 	return c
