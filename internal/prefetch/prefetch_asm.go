@@ -4,7 +4,7 @@ package prefetch
 
 import "unsafe"
 
-// spans prefetches *p[i] and *p[i]+last for i < n; n > 0.
+// spans brings in the lines of *p[i] and *p[i]+last for i < n; n > 0.
 //
 //go:noescape
 func spans(p *unsafe.Pointer, n int, last uintptr)

@@ -200,12 +200,13 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 }
 
 // prefetchMinBytes is the size of a Map's tables below which Prefetch does
-// nothing. Prefetching costs a few ns per key on the machine of
-// docs/perf.md and gains nothing while the tables are about the size of
-// the caches: one subtask's 64 key groups updated at random keys
+// nothing: while the tables are about the size of the caches it costs more
+// than it saves. One subtask's 64 key groups updated at random keys
 // (BenchmarkSubtaskUpdate) took ~20% longer with it at 50k keys (2 MiB of
-// tables) and 10-20% less at 1M keys (32 MiB); at 100k-200k keys (4-8
-// MiB) the runs went either way. keyed-count at 100k keys lost 11% with it.
+// tables) and about as long at 200k-400k keys (4-8 MiB), and 30% less at
+// 1M keys (32 MiB); in the keyed-count pipeline, where the rings share the
+// caches, it made 400k keys (4 MiB per subtask) 15-28% faster and 100k
+// keys (2 MiB) 11% slower.
 const prefetchMinBytes = 4 << 20
 
 // Prefetch asks the CPU to load, for each hash, the first slot a lookup of
