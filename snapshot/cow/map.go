@@ -200,14 +200,13 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 }
 
 // prefetchMinBytes is the size of a Map's tables below which Prefetch does
-// nothing: while the tables are about the size of the caches it costs more
-// than it saves. One subtask's 64 key groups updated at random keys
-// (BenchmarkSubtaskUpdate) took ~20% longer with it at 50k keys (2 MiB of
-// tables) and about as long at 200k-400k keys (4-8 MiB), and 30% less at
-// 1M keys (32 MiB); in the keyed-count pipeline, where the rings share the
-// caches, it made 400k keys (4 MiB per subtask) 15-28% faster and 100k
-// keys (2 MiB) 11% slower.
-const prefetchMinBytes = 4 << 20
+// nothing: while the tables are in the caches it only costs time. In the
+// keyed-count pipeline on the machine of docs/perf.md (1 MiB of L2 per
+// core), forcing it on made 1k and 20k keys (256 and 512 KiB of tables per
+// subtask) 17% and 11% slower and 100k keys (2 MiB) 13% faster; at 1M keys
+// (16 MiB) it is worth ~30% per update. (Updating one Map alone, with no
+// rings competing for the caches, it only paid from ~16 MiB on.)
+const prefetchMinBytes = 1 << 20
 
 // Prefetch asks the CPU to load, for each hash, the first slot a lookup of
 // that hash probes. Called on a batch of hashes before the batch's
