@@ -130,77 +130,70 @@ func newCowCodec[T any](c Codec[T]) cow.Codec[T] {
 type varintCowCodec[T any] struct{ signed bool }
 
 func (c varintCowCodec[T]) Append(dst []byte, v T) []byte {
-	p := unsafe.Pointer(&v)
+	x := loadInt(unsafe.Pointer(&v), unsafe.Sizeof(v), c.signed)
 	if c.signed {
-		var x int64
-		switch unsafe.Sizeof(v) {
-		case 1:
-			x = int64(*(*int8)(p))
-		case 2:
-			x = int64(*(*int16)(p))
-		case 4:
-			x = int64(*(*int32)(p))
-		default:
-			x = *(*int64)(p)
-		}
-		return binary.AppendVarint(dst, x)
-	}
-	var x uint64
-	switch unsafe.Sizeof(v) {
-	case 1:
-		x = uint64(*(*uint8)(p))
-	case 2:
-		x = uint64(*(*uint16)(p))
-	case 4:
-		x = uint64(*(*uint32)(p))
-	default:
-		x = *(*uint64)(p)
+		return binary.AppendVarint(dst, int64(x))
 	}
 	return binary.AppendUvarint(dst, x)
 }
 
 func (c varintCowCodec[T]) Decode(src []byte) (T, int, error) {
 	var v T
-	p := unsafe.Pointer(&v)
 	bits := 8 * unsafe.Sizeof(v)
+	var x uint64
+	var n int
+	var fits bool
 	if c.signed {
-		x, n := binary.Varint(src)
-		if n <= 0 {
-			return v, 0, fmt.Errorf("%T: bad varint (%d bytes left)", v, len(src))
-		}
-		if bits < 64 && (x < -1<<(bits-1) || x >= 1<<(bits-1)) {
-			return v, 0, fmt.Errorf("%T: %d out of range", v, x)
-		}
-		switch bits {
-		case 8:
-			*(*int8)(p) = int8(x)
-		case 16:
-			*(*int16)(p) = int16(x)
-		case 32:
-			*(*int32)(p) = int32(x)
-		default:
-			*(*int64)(p) = x
-		}
-		return v, n, nil
+		var sx int64
+		sx, n = binary.Varint(src)
+		x, fits = uint64(sx), bits == 64 || -1<<(bits-1) <= sx && sx < 1<<(bits-1)
+	} else {
+		x, n = binary.Uvarint(src)
+		fits = bits == 64 || x < 1<<bits
 	}
-	x, n := binary.Uvarint(src)
-	if n <= 0 {
-		return v, 0, fmt.Errorf("%T: bad uvarint (%d bytes left)", v, len(src))
-	}
-	if bits < 64 && x >= 1<<bits {
+	switch {
+	case n <= 0:
+		return v, 0, fmt.Errorf("%T: bad varint (%d bytes left)", v, len(src))
+	case !fits && c.signed:
+		return v, 0, fmt.Errorf("%T: %d out of range", v, int64(x))
+	case !fits:
 		return v, 0, fmt.Errorf("%T: %d out of range", v, x)
 	}
-	switch bits {
-	case 8:
+	storeInt(unsafe.Pointer(&v), unsafe.Sizeof(v), x)
+	return v, n, nil
+}
+
+// loadInt reads the integer of size bytes at p, sign-extended if signed.
+func loadInt(p unsafe.Pointer, size uintptr, signed bool) uint64 {
+	switch {
+	case size == 1 && signed:
+		return uint64(*(*int8)(p))
+	case size == 1:
+		return uint64(*(*uint8)(p))
+	case size == 2 && signed:
+		return uint64(*(*int16)(p))
+	case size == 2:
+		return uint64(*(*uint16)(p))
+	case size == 4 && signed:
+		return uint64(*(*int32)(p))
+	case size == 4:
+		return uint64(*(*uint32)(p))
+	}
+	return *(*uint64)(p)
+}
+
+// storeInt writes the low size bytes of x at p.
+func storeInt(p unsafe.Pointer, size uintptr, x uint64) {
+	switch size {
+	case 1:
 		*(*uint8)(p) = uint8(x)
-	case 16:
+	case 2:
 		*(*uint16)(p) = uint16(x)
-	case 32:
+	case 4:
 		*(*uint32)(p) = uint32(x)
 	default:
 		*(*uint64)(p) = x
 	}
-	return v, n, nil
 }
 
 // NB: passing &v through the Codec interface moves v to the heap: one

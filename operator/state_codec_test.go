@@ -57,7 +57,7 @@ func TestStateVarints(t *testing.T) {
 		t.Fatalf("decoding 2^20 as a uint16: %v; want an out-of-range error naming uint16", err)
 	}
 	neg := newCowCodec[int64](rawCodec[int64]{}).Append(nil, -40000)
-	if _, _, err := newCowCodec[int8](rawCodec[int8]{}).Decode(neg); err == nil || !strings.Contains(err.Error(), "int8") {
+	if _, _, err := newCowCodec[int8](rawCodec[int8]{}).Decode(neg); err == nil || !strings.Contains(err.Error(), "int8: -40000") {
 		t.Fatalf("decoding -40000 as an int8: %v; want an out-of-range error naming int8", err)
 	}
 	if _, _, err := newCowCodec[uint32](rawCodec[uint32]{}).Decode([]byte{0x80, 0x80}); err == nil {
