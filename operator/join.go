@@ -10,20 +10,21 @@ import (
 // the window's max timestamp.
 type WindowJoin[K comparable, L, R, O any] struct {
 	Base
-	lkeys   KeyFuncs[K, L]
-	rkeys   KeyFuncs[K, R]
-	windows Windows
-	f       func(L, R) O
-	next    Input[O]
-	ltable  *keyedTable[winKey[K], []L]
-	rtable  *keyedTable[winKey[K], []R]
-	left    *cow.Map[winKey[K], []L]
-	right   *cow.Map[winKey[K], []R]
-	fire    windowTimers[winKey[K]]
-	wm      int64
-	out     []O
-	outTs   []int64
-	wins    []Window
+	lkeys    KeyFuncs[K, L]
+	rkeys    KeyFuncs[K, R]
+	windows  Windows
+	f        func(L, R) O
+	next     Input[O]
+	ltable   *keyedTable[winKey[K], []L]
+	rtable   *keyedTable[winKey[K], []R]
+	left     *cow.Map[winKey[K], []L]
+	right    *cow.Map[winKey[K], []R]
+	fire     windowTimers[winKey[K]]
+	wm       int64
+	out      []O
+	outTs    []int64
+	wins     []Window
+	pfHashes []uint64 // scratch of joinAdd's prefetch
 }
 
 // NewWindowJoin returns a window join feeding next; its two inputs are Left
@@ -114,6 +115,18 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 	if ts == nil {
 		Fail(j.Ctx, errNoEventTime)
 	}
+	// Ask for the batch's state entries first (cow.Map.Prefetch; nothing
+	// while the state is small), so that their cache misses overlap.
+	hs := j.pfHashes[:0]
+	for i := range recs {
+		h := keys.Hash(keys.Key(recs[i]))
+		j.wins = j.windows.assign(ts[i], j.wins[:0])
+		for _, w := range j.wins {
+			hs = append(hs, winHash(h, w, j.Ctx.MaxParallelism))
+		}
+	}
+	side.Prefetch(hs)
+	j.pfHashes = hs
 	for i := range recs {
 		k := keys.Key(recs[i])
 		h := keys.Hash(k)
