@@ -24,6 +24,8 @@ type WindowJoin[K comparable, L, R, O any] struct {
 	out      []O
 	outTs    []int64
 	wins     []Window
+	klist    []K      // the batch's keys
+	hashes   []uint64 // and their hashes
 	pfHashes []uint64 // scratch of joinAdd's prefetch
 }
 
@@ -115,21 +117,12 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 	if ts == nil {
 		Fail(j.Ctx, errNoEventTime)
 	}
-	// Ask for the batch's state entries first (cow.Map.Prefetch; nothing
-	// while the state is small), so that their cache misses overlap.
-	hs := j.pfHashes[:0]
+	hashKeys(keys, recs, &j.klist, &j.hashes)
+	// Ask for the batch's state entries first, so that their cache misses
+	// overlap.
+	j.pfHashes = prefetchWindows(side, j.windows, j.hashes, ts, j.pfHashes, &j.wins, j.Ctx.MaxParallelism)
 	for i := range recs {
-		h := keys.Hash(keys.Key(recs[i]))
-		j.wins = j.windows.assign(ts[i], j.wins[:0])
-		for _, w := range j.wins {
-			hs = append(hs, winHash(h, w, j.Ctx.MaxParallelism))
-		}
-	}
-	side.Prefetch(hs)
-	j.pfHashes = hs
-	for i := range recs {
-		k := keys.Key(recs[i])
-		h := keys.Hash(k)
+		k, h := j.klist[i], j.hashes[i]
 		j.wins = j.windows.assign(ts[i], j.wins[:0])
 		for _, w := range j.wins {
 			if w.MaxTimestamp() <= j.wm {

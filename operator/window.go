@@ -135,6 +135,8 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	out      []WindowResult[K, O]
 	outTs    []int64
 	assigned []Window
+	klist    []K      // the batch's keys
+	hashes   []uint64 // and their hashes
 	pfHashes []uint64 // scratch of prefetch
 }
 
@@ -168,12 +170,12 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 		Fail(o.Ctx, errNoEventTime)
 	}
 	lateness := o.opts.AllowedLateness.Milliseconds()
+	hashKeys(o.keys, recs, &o.klist, &o.hashes)
 	if o.windows.Kind != Session {
-		o.prefetch(recs, ts)
+		o.prefetch(ts)
 	}
 	for i := range recs {
-		k := o.keys.Key(recs[i])
-		h := o.keys.Hash(k)
+		k, h := o.klist[i], o.hashes[i]
 		o.assigned = o.windows.assign(ts[i], o.assigned[:0])
 		if o.windows.Kind == Session {
 			o.assigned[0] = o.mergeSessions(k, h, o.assigned[0])
@@ -200,19 +202,27 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 
 // prefetch asks the state for the entries of the batch's (key, window)
 // pairs ahead of the updates (cow.Map.Prefetch; it does nothing while the
-// state is small). Session windows are left out: which window a record
-// lands in depends on merging the ones before it.
-func (o *WindowAgg[K, T, A, O]) prefetch(recs []T, ts []int64) {
-	hs := o.pfHashes[:0]
-	for i := range recs {
-		h := o.keys.Hash(o.keys.Key(recs[i]))
-		o.assigned = o.windows.assign(ts[i], o.assigned[:0])
-		for _, win := range o.assigned {
-			hs = append(hs, winHash(h, win, o.Ctx.MaxParallelism))
+// state is small); o.hashes holds the batch's key hashes. Session windows
+// are left out: which window a record lands in depends on merging the
+// ones before it.
+func (o *WindowAgg[K, T, A, O]) prefetch(ts []int64) {
+	o.pfHashes = prefetchWindows(o.state, o.windows, o.hashes, ts, o.pfHashes, &o.assigned, o.Ctx.MaxParallelism)
+}
+
+// prefetchWindows prefetches the entries of state for every (key, window)
+// pair of a batch, given its keys' hashes and its timestamps, and returns
+// the scratch slice of window hashes for reuse; assigned is scratch too.
+func prefetchWindows[K comparable, V any](state *cow.Map[winKey[K], V], w Windows, hashes []uint64, ts []int64,
+	scratch []uint64, assigned *[]Window, maxP int) []uint64 {
+	hs := scratch[:0]
+	for i, h := range hashes {
+		*assigned = w.assign(ts[i], (*assigned)[:0])
+		for _, win := range *assigned {
+			hs = append(hs, winHash(h, win, maxP))
 		}
 	}
-	o.state.Prefetch(hs)
-	o.pfHashes = hs
+	state.Prefetch(hs)
+	return hs
 }
 
 func (o *WindowAgg[K, T, A, O]) late(rec T) {

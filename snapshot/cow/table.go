@@ -115,7 +115,7 @@ func (t *table[K, V]) setGeometry(capacity int) {
 
 // growAt is the number of entries at which a table of capacity slots
 // grows: half full while it is smaller than bigTable, 7/8 full from then
-// on. See "Tables" in the package doc for why.
+// on. See "Per-record path" in the package doc for why.
 func growAt(capacity int) int {
 	if capacity < bigTable {
 		return capacity / 2
