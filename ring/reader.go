@@ -24,6 +24,24 @@ type Reader struct {
 // an error wrapping ErrCorrupt, for this and every later call, if the ring
 // memory breaks the frame format. The frame stays valid until it is released.
 func (rd *Reader) Next() (Frame, error) {
+	// The common case, a DATA frame already known to be published, is
+	// checked here without a call: its header must lie inside the data
+	// region and inside what was published (which also bounds its length).
+	if rd.err == nil && rd.pos != rd.cachedProd {
+		r := rd.r
+		idx := rd.pos & r.mask
+		length, t, aux := splitHeader(*(*uint64)(r.at(idx)))
+		size := frameSize(uint64(length))
+		if t == FrameData && idx+size <= r.capacity && size <= rd.cachedProd-rd.pos {
+			rd.pos += size
+			return Frame{Type: FrameData, Count: int(aux), Payload: r.slice(idx+frameHeaderSize, uint64(length)), end: rd.pos}, nil
+		}
+	}
+	return rd.next()
+}
+
+// next is Next for every frame the fast path does not take.
+func (rd *Reader) next() (Frame, error) {
 	if rd.err != nil {
 		return Frame{}, rd.err
 	}

@@ -266,7 +266,7 @@ func attach(mem []byte, path string, owner bool) (*Ring, error) {
 		return nil, fmt.Errorf("%w: positions producer=%d consumer=%d do not fit capacity %d",
 			ErrCorrupt, prod, cons, capacity)
 	}
-	r.w = Writer{r: r, pos: prod, published: prod, cachedCons: cons}
+	r.w = Writer{r: r, pos: prod, published: prod, cachedCons: cons, maxPayload: maxPayload(r.capacity, r.reserve)}
 	r.r = Reader{r: r, pos: cons, released: cons, published: cons, cachedProd: prod}
 	return r, nil
 }

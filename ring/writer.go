@@ -18,12 +18,15 @@ type Writer struct {
 	cachedCons uint64 // consumer position as last loaded
 	resv       uint64 // start of the open reservation
 	resvLen    uint64 // payload bytes reserved; 0 when none is open
+	maxPayload int    // MaxPayload, computed once
 }
 
 // MaxPayload returns the largest DATA payload a frame can carry in this ring.
-func (w *Writer) MaxPayload() int {
+func (w *Writer) MaxPayload() int { return w.maxPayload }
+
+func maxPayload(capacity, reserve uint64) int {
 	// A frame may need a pad of up to its own size in front of it.
-	return int((w.r.capacity-w.r.reserve)/2) - frameHeaderSize
+	return int((capacity-reserve)/2) - frameHeaderSize
 }
 
 // room reports whether need more bytes fit while keep bytes stay free,
@@ -72,39 +75,56 @@ func (w *Writer) Room(n int) bool { return w.fits(frameSize(uint64(n)), w.r.rese
 // if the ring has no room now (see Wait). Commit closes the frame. n must not
 // exceed MaxPayload.
 func (w *Writer) Reserve(n int) []byte {
-	if w.resvLen != 0 {
-		panic("ring: Reserve with a reservation still open")
-	}
-	if n <= 0 || n > w.MaxPayload() {
-		panic(fmt.Sprintf("ring: Reserve(%d) outside [1, MaxPayload %d]", n, w.MaxPayload()))
-	}
-	idx, ok := w.place(frameSize(uint64(n)), w.r.reserve)
-	if !ok {
+	p := w.ReservePointer(n)
+	if p == nil {
 		return nil
 	}
-	w.resv, w.resvLen = w.pos, uint64(n)
-	return w.r.slice(idx+frameHeaderSize, uint64(n))
+	return unsafe.Slice((*byte)(p), n)
 }
 
 // ReservePointer is Reserve for callers that write records through unsafe
 // pointers: it returns the address of the reserved payload, or nil.
 func (w *Writer) ReservePointer(n int) unsafe.Pointer {
-	b := w.Reserve(n)
-	if b == nil {
-		return nil
+	r := w.r
+	if w.resvLen != 0 || n <= 0 || n > w.maxPayload {
+		w.badReserve(n)
 	}
-	return unsafe.Pointer(unsafe.SliceData(b))
+	size := frameSize(uint64(n))
+	idx := w.pos & r.mask
+	// NB: the common case, a frame that needs no pad and fits by the cached
+	// consumer position, takes no call; place handles the rest.
+	if idx+size > r.capacity || w.pos+size+r.reserve-w.cachedCons > r.capacity {
+		var ok bool
+		if idx, ok = w.place(size, r.reserve); !ok {
+			return nil
+		}
+	}
+	w.resv, w.resvLen = w.pos, uint64(n)
+	return r.at(idx + frameHeaderSize)
+}
+
+//go:noinline
+func (w *Writer) badReserve(n int) {
+	if w.resvLen != 0 {
+		panic("ring: Reserve with a reservation still open")
+	}
+	panic(fmt.Sprintf("ring: Reserve(%d) outside [1, MaxPayload %d]", n, w.maxPayload))
 }
 
 // Commit closes the open reservation as a DATA frame of n payload bytes
 // holding count records. n may be less than was reserved.
 func (w *Writer) Commit(n, count int) {
-	if w.resvLen == 0 || uint64(n) > w.resvLen || n < 0 || count < 0 || count > MaxCount {
-		panic(fmt.Sprintf("ring: Commit(%d bytes, %d records) of a %d-byte reservation", n, count, w.resvLen))
+	if w.resvLen == 0 || uint64(n) > w.resvLen || n < 0 || uint(count) > MaxCount {
+		w.badCommit(n, count)
 	}
 	*(*uint64)(w.r.at(w.resv & w.r.mask)) = header(uint32(n), FrameData, uint32(count))
 	w.pos = w.resv + frameSize(uint64(n))
 	w.resvLen = 0
+}
+
+//go:noinline
+func (w *Writer) badCommit(n, count int) {
+	panic(fmt.Sprintf("ring: Commit(%d bytes, %d records) of a %d-byte reservation", n, count, w.resvLen))
 }
 
 // Cancel drops the open reservation, if any.
