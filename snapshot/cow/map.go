@@ -72,6 +72,7 @@ type Map[K comparable, V any] struct {
 	required uint64 // highest snapshot version that may still be read; 0: none
 	pages    pagePool[K, V]
 	live     []*Snapshot[K, V] // not yet seen released
+	spare    []table[K, V]     // headers of a pruned snapshot, for the next Freeze
 	shared   *shared
 	seen     uint64 // shared.releases at the last pruneLive
 	// retiredDirty: a snapshot was pruned since reclaim last scanned the
@@ -108,6 +109,7 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 		hash: cfg.Hash, keys: cfg.KeyCodec, vals: cfg.ValueCodec,
 		maxP: uint64(maxP), pow2: maxP&(maxP-1) == 0, kgs: r,
 		tables:  make([]table[K, V], r.Len()),
+		spare:   make([]table[K, V], r.Len()), // the first Freeze's headers
 		version: 1,
 		shared:  new(shared),
 	}

@@ -147,6 +147,36 @@ func TestFreezeCostIndependentOfSize(t *testing.T) {
 	}
 }
 
+// TestFreezeReusesReleasedHeaders: once a snapshot is released, the next
+// Freeze captures its headers into that snapshot's array instead of a new
+// one (its only allocation is the Snapshot itself), and a snapshot still
+// live keeps its own headers and values.
+func TestFreezeReusesReleasedHeaders(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{})
+	fillCounters(t, m, 10_000)
+	if allocs := testing.AllocsPerRun(100, func() { m.Freeze().Release() }); allocs > 1 {
+		t.Fatalf("Freeze after a Release allocates %v times, want 1 (the Snapshot)", allocs)
+	}
+	held := m.Freeze()
+	m.Freeze().Release()
+	for k := range uint64(10_000) {
+		p, _ := m.Upsert(k)
+		*p = -1
+	}
+	m.Freeze().Release() // prunes the released one, reuses its headers
+	next := m.Freeze()
+	for _, k := range []uint64{0, 1, 4_321, 9_999} {
+		if v, ok := held.Get(k); !ok || v != int64(k) {
+			t.Fatalf("held snapshot: key %d = %d, %v; want %d", k, v, ok, k)
+		}
+		if v, ok := next.Get(k); !ok || v != -1 {
+			t.Fatalf("new snapshot: key %d = %d, %v; want -1", k, v, ok)
+		}
+	}
+	held.Release()
+	next.Release()
+}
+
 // TestWriteAfterFreezeCopiesOnePage: the first write to a frozen page copies
 // that page and its key group's directory, later writes to it copy nothing,
 // and the snapshot keeps the old value.

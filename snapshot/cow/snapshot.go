@@ -51,15 +51,25 @@ type Snapshot[K comparable, V any] struct {
 // the pages stay shared, and the owner copies a page (and a key group's
 // directory) the first time it writes to it afterwards.
 func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
+	if m.shared.releases.Load() != m.seen {
+		m.pruneLive() // O(live snapshots): keeps m.live short when nothing is written
+	}
+	// NB: the headers come from a snapshot pruned since the last Freeze
+	// when there is one: a fresh allocation of a few KiB here took tens of
+	// µs in a checkpointing job (new spans, GC assists), all of it inside
+	// the synchronous part of the checkpoint.
+	tables := m.spare
+	m.spare = nil
+	if cap(tables) < len(m.tables) {
+		tables = make([]table[K, V], len(m.tables))
+	}
+	tables = tables[:len(m.tables)]
+	copy(tables, m.tables)
 	s := &Snapshot[K, V]{
 		version: m.version, kgs: m.kgs, maxP: int(m.maxP),
 		hash: m.hash, keys: m.keys, vals: m.vals,
-		tables: make([]table[K, V], len(m.tables)),
+		tables: tables,
 		shared: m.shared,
-	}
-	copy(s.tables, m.tables)
-	if m.shared.releases.Load() != m.seen {
-		m.pruneLive() // O(live snapshots): keeps m.live short when nothing is written
 	}
 	m.required = m.version
 	m.version++
@@ -206,7 +216,15 @@ func (m *Map[K, V]) pruneLive() {
 		if !s.released.Load() {
 			live = append(live, s)
 			m.required = max(m.required, s.version)
+			continue
 		}
+		// NB: a released snapshot is not read again (Release's contract),
+		// so its headers can be reused; cleared, they hold no pages.
+		if m.spare == nil {
+			m.spare = s.tables
+			clear(m.spare)
+		}
+		s.tables = nil
 	}
 	if len(live) < len(m.live) {
 		m.retiredDirty = true
