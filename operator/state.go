@@ -87,7 +87,9 @@ type keyedTable[K comparable, V any] struct {
 // newTable makes a keyed state table of ctx's key groups.
 func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint64) *keyedTable[K, V] {
 	cfg := cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups}
-	t := &keyedTable[K, V]{name: name, taken: map[uint64]*tableSnapshot[K, V]{}}
+	// NB: sized so that its first insert, inside the first checkpoint's
+	// synchronous part, writes memory the map set up here.
+	t := &keyedTable[K, V]{name: name, taken: make(map[uint64]*tableSnapshot[K, V], maxTaken)}
 	kc, err1 := CodecFor[K]()
 	vc, err2 := CodecFor[V]()
 	if err := errors.Join(err1, err2); err != nil {
@@ -223,6 +225,10 @@ type stateTable interface {
 }
 
 func (t *keyedTable[K, V]) snapshotState(id uint64) (StateSnapshot, error) { return t.freeze(id) }
+
+// maxTaken is the number of incomplete snapshots a table's map holds
+// without growing.
+const maxTaken = 4
 
 // snapshotTables freezes every table; on failure it releases what it took.
 func snapshotTables(id uint64, tables []stateTable) (StateSnapshot, error) {

@@ -73,6 +73,7 @@ type Map[K comparable, V any] struct {
 	pages    pagePool[K, V]
 	live     []*Snapshot[K, V] // not yet seen released
 	spare    []table[K, V]     // headers of a pruned snapshot, for the next Freeze
+	released []*Snapshot[K, V] // pruneLive's scratch
 	shared   *shared
 	seen     uint64 // shared.releases at the last pruneLive
 	// retiredDirty: a snapshot was pruned since reclaim last scanned the
@@ -109,10 +110,15 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 		hash: cfg.Hash, keys: cfg.KeyCodec, vals: cfg.ValueCodec,
 		maxP: uint64(maxP), pow2: maxP&(maxP-1) == 0, kgs: r,
 		tables:  make([]table[K, V], r.Len()),
-		spare:   make([]table[K, V], r.Len()), // the first Freeze's headers
+		spare:   make([]table[K, V], r.Len()),
 		version: 1,
 		shared:  new(shared),
 	}
+	// NB: the first Freeze captures its headers into spare; written once
+	// here, its pages are in place by then. Fresh pages cost a fault each
+	// (in a VM, 10–50 µs for the first Freeze's few KiB), which would
+	// otherwise fall inside that checkpoint's synchronous part.
+	copy(m.spare, m.tables)
 	if m.pow2 {
 		m.kgMask = m.maxP - 1
 	}

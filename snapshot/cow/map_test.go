@@ -221,7 +221,7 @@ func TestWriteAfterFreezeCopiesOnePage(t *testing.T) {
 func TestSteadyStateReusesPages(t *testing.T) {
 	m := newCounters(t, 128, keygroups.Range{})
 	fillCounters(t, m, 50_000)
-	var allocated []uint64
+	var allocated, dirs []uint64
 	for range 8 {
 		s := m.Freeze()
 		for k := range uint64(50_000) {
@@ -229,13 +229,18 @@ func TestSteadyStateReusesPages(t *testing.T) {
 			*p++
 		}
 		s.Release()
-		allocated = append(allocated, m.Stats().PagesAllocated)
+		st := m.Stats()
+		allocated = append(allocated, st.PagesAllocated)
+		dirs = append(dirs, st.DirsCopied-st.DirsReused)
 	}
 	if n := len(allocated); allocated[n-1] != allocated[3] {
 		t.Fatalf("pages allocated from the heap keep growing: %v", allocated)
 	}
-	if st := m.Stats(); st.PagesReused == 0 {
-		t.Fatalf("no page reused: %+v", st)
+	if n := len(dirs); dirs[n-1] != dirs[3] {
+		t.Fatalf("directories allocated from the heap keep growing: %v", dirs)
+	}
+	if st := m.Stats(); st.PagesReused == 0 || st.DirsReused == 0 {
+		t.Fatalf("no page or directory reused: %+v", st)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ringflow/ringflow/internal/invariants"
 	"github.com/ringflow/ringflow/keygroups"
@@ -17,6 +18,7 @@ type Stats struct {
 	KeyGroupsFrozen uint64 // table headers captured by Freeze: all its work
 	PagesCopied     uint64 // copy-on-write page copies
 	DirsCopied      uint64 // copy-on-write directory copies
+	DirsReused      uint64 // directories taken from the free list
 	PagesAllocated  uint64 // pages taken from the Go heap
 	PagesReused     uint64 // pages taken from the free list
 	PagesRetired    int    // pages kept only for live snapshots, now
@@ -155,6 +157,12 @@ func (s *Snapshot[K, V]) All(kg int) iter.Seq2[K, V] {
 type pagePool[K comparable, V any] struct {
 	retired []retiredPage[K, V]
 	free    []*page[K, V]
+	// Directories no snapshot or table uses, for copy-on-write directory
+	// copies: allocating those fresh cost a page fault per few KiB in the
+	// first milliseconds after every freeze. A free directory still points
+	// at the pages it held until it is overwritten; there are at most
+	// maxFreeDirs of them.
+	dirs [][]pageRef[K, V]
 }
 
 // retiredPage was visible, unchanged, to the snapshots with versions in
@@ -210,27 +218,87 @@ func (m *Map[K, V]) reclaim() {
 // live one. Retired pages are freed later, by reclaim.
 func (m *Map[K, V]) pruneLive() {
 	m.seen = m.shared.releases.Load()
-	live := m.live[:0]
+	live, released := m.live[:0], m.released[:0]
 	m.required = 0
 	for _, s := range m.live {
-		if !s.released.Load() {
-			live = append(live, s)
-			m.required = max(m.required, s.version)
+		if s.released.Load() {
+			released = append(released, s)
 			continue
 		}
-		// NB: a released snapshot is not read again (Release's contract),
-		// so its headers can be reused; cleared, they hold no pages.
+		live = append(live, s)
+		m.required = max(m.required, s.version)
+	}
+	if len(released) == 0 {
+		return
+	}
+	m.retiredDirty = true
+	clear(m.live[len(live):])
+	m.live = live
+	for _, s := range released {
+		m.freeDirs(s, released)
+	}
+	// NB: a released snapshot is not read again (Release's contract), so
+	// its headers can be reused; cleared, they hold no pages.
+	for _, s := range released {
 		if m.spare == nil {
 			m.spare = s.tables
 			clear(m.spare)
 		}
 		s.tables = nil
 	}
-	if len(live) < len(m.live) {
-		m.retiredDirty = true
+	clear(released)
+	m.released = released[:0]
+}
+
+// freeDirs puts on the free list the directories of released snapshot s
+// that neither the live tables nor a live snapshot use. A directory shared
+// by several released snapshots is freed with the first of them.
+func (m *Map[K, V]) freeDirs(s *Snapshot[K, V], released []*Snapshot[K, V]) {
+	same := func(a, b []pageRef[K, V]) bool { return cap(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b) }
+next:
+	for i := range s.tables {
+		d := s.tables[i].dir
+		if cap(d) == 0 || same(d, m.tables[i].dir) {
+			continue
+		}
+		for _, l := range m.live {
+			if same(d, l.tables[i].dir) {
+				continue next
+			}
+		}
+		for _, r := range released {
+			if r == s {
+				break
+			}
+			if same(d, r.tables[i].dir) {
+				continue next // freed with r
+			}
+		}
+		if len(m.pages.dirs) < maxFreeDirs(len(m.tables)) {
+			m.pages.dirs = append(m.pages.dirs, d)
+		}
 	}
-	clear(m.live[len(live):])
-	m.live = live
+}
+
+// maxFreeDirs bounds the directory free list: two per key group covers a
+// checkpoint's copies with one snapshot still being written out.
+func maxFreeDirs(keyGroups int) int { return 2 * keyGroups }
+
+// allocDir returns a directory of n entries, from the free list if one
+// there is large enough. Its contents are the caller's to set.
+func (m *Map[K, V]) allocDir(n int) []pageRef[K, V] {
+	for len(m.pages.dirs) > 0 {
+		last := len(m.pages.dirs) - 1
+		d := m.pages.dirs[last]
+		m.pages.dirs[last] = nil
+		m.pages.dirs = m.pages.dirs[:last]
+		if cap(d) >= n {
+			m.stats.DirsReused++
+			return d[:n]
+		}
+		// Smaller than this table's: left from before a table grew.
+	}
+	return make([]pageRef[K, V], n)
 }
 
 func (m *Map[K, V]) visible(r retiredPage[K, V]) bool {
@@ -251,7 +319,7 @@ func (m *Map[K, V]) touchPage(t *table[K, V], pi uint64) {
 	}
 	if t.dir[pi].ver <= m.required {
 		if t.dirVer <= m.required {
-			dir := make([]pageRef[K, V], len(t.dir))
+			dir := m.allocDir(len(t.dir))
 			copy(dir, t.dir)
 			t.dir, t.dirVer = dir, m.version
 			m.stats.DirsCopied++
