@@ -37,6 +37,8 @@ type SnapshotReport struct {
 	Outputs      map[int][]byte
 	TriggerTime  time.Time
 	SnapshotTime time.Time
+
+	posBuf []byte // room for a source's position, allocated with the report
 }
 
 // OperatorSnapshot is the frozen state of one operator instance.
@@ -75,6 +77,7 @@ type Checkpoints struct {
 	hasMail atomic.Bool
 
 	snap       *SnapshotReport // taken, not yet complete
+	next       *SnapshotReport // allocated ahead for the next snapshot
 	last       uint64          // id of the last snapshot taken
 	final      uint64          // a source's final checkpoint, once triggered
 	completed  uint64          // highest checkpoint known complete
@@ -180,6 +183,7 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 		t.Checkpoints.final = m.id
 	}
 	t.flushAll()
+	t.prepareReport()
 	return nil
 }
 
@@ -187,10 +191,15 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 // position and every operator's frozen state, in chain order.
 func (t *Task) snapshot(id uint64, trigger time.Time) error {
 	start := time.Now()
-	r := &SnapshotReport{ID: id, TriggerTime: trigger, SnapshotTime: start}
+	r := t.Checkpoints.next
+	t.Checkpoints.next = nil
+	if r == nil {
+		r = t.newReport()
+	}
+	r.ID, r.TriggerTime, r.SnapshotTime = id, trigger, start
 	if t.Source != nil {
 		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctx.Operator, Subtask: t.Ctx.Subtask,
-			Position: append([]byte(nil), t.Source.Position()...)})
+			Position: append(r.posBuf[:0], t.Source.Position()...)})
 	}
 	for i, op := range t.Ops {
 		cp, ok := op.(Checkpointed)
@@ -210,6 +219,39 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 	t.Checkpoints.snap = r
 	t.Checkpoints.last = id
 	return nil
+}
+
+// newReport allocates an empty report with room for the task's parts.
+func (t *Task) newReport() *SnapshotReport {
+	n := 0
+	if t.Source != nil {
+		n++
+	}
+	for _, op := range t.Ops {
+		if _, ok := op.(Checkpointed); ok {
+			n++
+		}
+	}
+	r := &SnapshotReport{Parts: make([]OperatorSnapshot, 0, n)}
+	if t.Source != nil {
+		r.posBuf = make([]byte, 0, positionRoom)
+	}
+	return r
+}
+
+// positionRoom is the size of a source position that fits a report's
+// buffer without another allocation.
+const positionRoom = 64
+
+// prepareReport allocates the next snapshot's report now, off the barrier's
+// path: the task calls it when it opens and after each snapshot it hands
+// on. Allocating inside the synchronous part took tens of µs at times
+// here (a fresh page of the Go heap costs a fault), and every µs of it
+// holds the barrier back.
+func (t *Task) prepareReport() {
+	if c := t.Checkpoints; c != nil && c.next == nil {
+		c.next = t.newReport()
+	}
 }
 
 // forward writes a barrier into every output ring.
@@ -342,5 +384,6 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 			t.finish()
 		}
 	}
+	t.prepareReport()
 	return nil
 }

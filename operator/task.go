@@ -92,6 +92,7 @@ func (t *Task) Open() error {
 			t.tickers = append(t.tickers, tk)
 		}
 	}
+	t.prepareReport()
 	t.opened = true
 	return nil
 }

@@ -119,6 +119,11 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 	// (in a VM, 10–50 µs for the first Freeze's few KiB), which would
 	// otherwise fall inside that checkpoint's synchronous part.
 	copy(m.spare, m.tables)
+	// So is the free list of directories, which the first Freeze after a
+	// Release fills.
+	m.pages.dirs = make([][]pageRef[K, V], maxFreeDirs(r.Len()))
+	clear(m.pages.dirs)
+	m.pages.dirs = m.pages.dirs[:0]
 	if m.pow2 {
 		m.kgMask = m.maxP - 1
 	}
