@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ringflow/ringflow/snapshot/cow"
@@ -40,6 +41,8 @@ type StateSnapshot interface {
 
 // StateWriter receives an operator instance's state for one checkpoint.
 // Names are the operator's state names; the writer scopes them by operator.
+// A blob is the caller's again when the call returns (the caller reuses its
+// buffer): the writer copies what it keeps.
 type StateWriter interface {
 	PutKeyGroup(state string, kg int, blob []byte) error
 	// ReuseKeyGroup makes kg refer to its blobs in checkpoint from.
@@ -82,6 +85,11 @@ type keyedTable[K comparable, V any] struct {
 		version, checkpoint uint64
 		chain               []int8 // see tableSnapshot
 	}
+	// encodeBuf is the blob buffer of the last snapshot written out, for
+	// the next one: grown afresh each checkpoint, it cost page faults and
+	// garbage in every write-out. Taken and given back atomically, since a
+	// snapshot may be written out on another goroutine.
+	encodeBuf atomic.Pointer[[]byte]
 }
 
 // newTable makes a keyed state table of ctx's key groups.
@@ -252,7 +260,10 @@ func (t *keyedTable[K, V]) freeze(id uint64) (*tableSnapshot[K, V], error) {
 	}
 	snap := t.m.Freeze()
 	n := snap.KeyGroups().Len()
-	s := &tableSnapshot[K, V]{name: t.name, snap: snap, chain: make([]int8, n)}
+	s := &tableSnapshot[K, V]{name: t.name, snap: snap, chain: make([]int8, n), bufHome: &t.encodeBuf}
+	if b := t.encodeBuf.Swap(nil); b != nil {
+		s.buf = *b
+	}
 	if t.persisted.valid && t.persisted.version == snap.Version()-1 {
 		s.incremental, s.base = true, t.persisted.checkpoint
 		s.prev = append([]int8(nil), t.persisted.chain...)
@@ -316,9 +327,10 @@ type tableSnapshot[K comparable, V any] struct {
 	base        uint64 // checkpoint holding the previous snapshot
 	// prev and chain describe, per key group, what the base checkpoint and
 	// this one hold: -1 no entry, n >= 0 a full blob and n deltas.
-	prev  []int8
-	chain []int8
-	buf   []byte
+	prev    []int8
+	chain   []int8
+	buf     []byte                  // blob being encoded
+	bufHome *atomic.Pointer[[]byte] // where buf goes back after the write-out
 }
 
 // maxDeltas is how long a key group's delta chain may grow before the
@@ -326,6 +338,7 @@ type tableSnapshot[K comparable, V any] struct {
 const maxDeltas = 8
 
 func (s *tableSnapshot[K, V]) WriteTo(w StateWriter) error {
+	defer s.returnBuf()
 	kgs := s.snap.KeyGroups()
 	for kg := kgs.Start; kg < kgs.End; kg++ {
 		if err := s.writeKeyGroup(w, kg, kg-kgs.Start); err != nil {
@@ -373,6 +386,15 @@ func (s *tableSnapshot[K, V]) writeKeyGroup(w StateWriter, kg, i int) error {
 	s.buf = blob
 	s.chain[i] = 0
 	return w.PutKeyGroup(s.name, kg, blob)
+}
+
+// returnBuf hands the blob buffer back to the table for the next snapshot.
+func (s *tableSnapshot[K, V]) returnBuf() {
+	if s.bufHome != nil && cap(s.buf) > 0 {
+		b := s.buf[:0]
+		s.buf = nil
+		s.bufHome.Store(&b)
+	}
 }
 
 func (s *tableSnapshot[K, V]) Release() { s.snap.Release() }

@@ -3,6 +3,7 @@ package operator
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/ringflow/ringflow/keygroups"
 )
@@ -81,4 +82,40 @@ func mallocs(fn func()) float64 {
 	fn()
 	runtime.ReadMemStats(&after)
 	return float64(after.Mallocs - before.Mallocs)
+}
+
+// TestWriteToReusesBlobBuffer: the blob buffer a write-out grew is handed
+// back to the table and taken by the next snapshot, rather than grown
+// afresh (page faults and garbage) at every checkpoint.
+func TestWriteToReusesBlobBuffer(t *testing.T) {
+	ctx := &Context{Operator: "count", Parallelism: 1, MaxParallelism: 128, KeyGroups: keygroups.Range{Start: 0, End: 128}}
+	tb := newTable[uint64, int64](ctx, "state", keygroups.HashUint64)
+	for k := range uint64(5_000) {
+		v, _, err := tb.m.UpsertHashedNew(keygroups.HashUint64(k), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*v = int64(k)
+	}
+	first, err := tb.freeze(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.WriteTo(&discardWriter{}); err != nil {
+		t.Fatal(err)
+	}
+	back := tb.encodeBuf.Load()
+	if back == nil || cap(*back) == 0 {
+		t.Fatal("the write-out did not hand its blob buffer back to the table")
+	}
+	first.Release()
+	tb.complete(1)
+	second, err := tb.freeze(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.SliceData(second.buf[:1]) != unsafe.SliceData((*back)[:1]) {
+		t.Fatal("the next snapshot did not take the buffer the last write-out gave back")
+	}
+	second.Release()
 }
