@@ -522,7 +522,8 @@ func (s *Store) finishCommitted(p *Pending, m *manifest, size uint64) {
 }
 
 // releaseReusedLocked drops the references p took with ReuseKeyGroup and
-// the entries, which point into p's arena. s.mu must be held.
+// the entries, which point into p's arena, and leaves p's emptied maps to
+// the next Begin. s.mu must be held.
 func (p *Pending) releaseReusedLocked() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -531,6 +532,9 @@ func (p *Pending) releaseReusedLocked() {
 			p.s.unrefLocked(pe.ref.blobKey())
 		}
 	}
+	clear(p.mu.entries)
+	clear(p.mu.chains)
+	p.s.mu.spare.entries, p.s.mu.spare.chains = p.mu.entries, p.mu.chains
 	p.mu.entries = nil
 	p.mu.chains = nil
 }

@@ -116,6 +116,13 @@ type Store struct {
 		corrupt []*CheckpointError
 		maxID   uint64 // highest id begun or found in the store
 		stats   Stats
+		// spare holds the emptied maps of the last pending checkpoint
+		// that ended, for the next Begin: grown afresh every checkpoint,
+		// they cost page faults on the workers that write out.
+		spare struct {
+			entries map[entryKey]*pendingEntry
+			chains  map[entryKey]int
+		}
 	}
 }
 
@@ -274,8 +281,12 @@ func (s *Store) Begin(id uint64) (*Pending, error) {
 	}
 	s.mu.maxID = id
 	p := &Pending{s: s, id: id, arena: newArena(&s.chunks)}
-	p.mu.entries = make(map[entryKey]*pendingEntry)
-	p.mu.chains = make(map[entryKey]int)
+	p.mu.entries, p.mu.chains = s.mu.spare.entries, s.mu.spare.chains
+	s.mu.spare.entries, s.mu.spare.chains = nil, nil
+	if p.mu.entries == nil {
+		p.mu.entries = make(map[entryKey]*pendingEntry)
+		p.mu.chains = make(map[entryKey]int)
+	}
 	s.mu.pending[id] = p
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -686,4 +687,55 @@ func TestSecondOpenFails(t *testing.T) {
 	if err := p.Commit(testMeta()); err != nil {
 		t.Fatalf("first store after the refused Open: %v", err)
 	}
+}
+
+// TestBeginReusesMaps: a checkpoint's maps of entries and chains, emptied
+// when it ends (committed or aborted), are the next Begin's, so a steady
+// stream of checkpoints does not grow new ones each time; and what the next
+// checkpoint stores is all it holds.
+func TestBeginReusesMaps(t *testing.T) {
+	s, _ := openTest(t, vfs.NewMem(), 0)
+	defer s.Close()
+	mapOf := func(m map[entryKey]*pendingEntry) uintptr { return reflect.ValueOf(m).Pointer() }
+	p1, err := s.Begin(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAllKinds(t, p1, 1, 16, 64)
+	m1 := mapOf(p1.mu.entries)
+	if err := p1.Commit(testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.Begin(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mapOf(p2.mu.entries) != m1 || len(p2.mu.entries) != 0 || len(p2.mu.chains) != 0 {
+		t.Fatalf("Begin(2) got map %#x with %d entries, %d chains; want checkpoint 1's, emptied",
+			mapOf(p2.mu.entries), len(p2.mu.entries), len(p2.mu.chains))
+	}
+	p2.Abort()
+	p3, err := s.Begin(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mapOf(p3.mu.entries) != m1 {
+		t.Fatal("the maps of an aborted checkpoint were not handed on")
+	}
+	writeAllKinds(t, p3, 1, 16, 64)
+	if err := p3.Commit(testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID() != 3 {
+		t.Fatalf("Latest is %d, want 3", c.ID())
+	}
+	versions := make([]int, 16)
+	for i := range versions {
+		versions[i] = 1
+	}
+	checkKeyGroups(t, c, versions, 64)
 }
