@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -12,6 +13,9 @@ import (
 // chunk gets a mapping of its own, returned to the system when its
 // checkpoint ends.
 const arenaChunkBytes = 4 << 20
+
+// keepWindow is how many checkpoints the chunk pool remembers the size of.
+const keepWindow = 16
 
 // errArenaReleased is why a copy into the arena of an ended checkpoint
 // fails.
@@ -109,15 +113,19 @@ func (a *arena) release() {
 }
 
 // chunkPool keeps arena chunks between checkpoints: as many free chunks
-// as the last arena returned, enough for a next checkpoint of the same
-// size, or half what it kept before if that is more (so one small or
-// aborted checkpoint does not empty it, and a past peak is let go over a
-// few checkpoints).
+// as the largest of the last keepWindow arenas returned, so that the
+// periodic larger checkpoints (full blobs after a run of deltas) find
+// their chunks mapped and their pages in place — a fresh chunk costs a
+// page fault per 4 KiB on the worker that copies into it — while a past
+// peak is let go once keepWindow smaller checkpoints have passed.
 type chunkPool struct {
 	mu     sync.Mutex
 	free   [][]byte
-	keep   int // free chunks kept at most
-	mapped int // chunks mapped, free or in use
+	keep   int             // free chunks kept at most
+	mapped int             // chunks mapped, free or in use
+	maps   int             // chunks mapped since the pool was made (for tests)
+	recent [keepWindow]int // chunks of the last arenas returned, round robin
+	next   int
 	closed bool
 	// noReuse, set by tests, unmaps every chunk handed back, so that a
 	// use after release faults instead of reading another checkpoint's
@@ -139,6 +147,7 @@ func (cp *chunkPool) get() ([]byte, error) {
 		return nil, err
 	}
 	cp.mapped++
+	cp.maps++
 	return c, nil
 }
 
@@ -147,7 +156,9 @@ func (cp *chunkPool) put(chunks [][]byte) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.free = append(cp.free, chunks...)
-	cp.keep = max(len(chunks), cp.keep/2)
+	cp.recent[cp.next%keepWindow] = len(chunks)
+	cp.next++
+	cp.keep = slices.Max(cp.recent[:])
 	if cp.closed || cp.noReuse {
 		cp.keep = 0
 	}

@@ -252,3 +252,43 @@ func TestTombstoneGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestArenaPoolKeepsRecentPeak: a checkpoint twice the usual size, coming
+// back every few checkpoints (full blobs after a run of deltas), finds its
+// chunks still mapped instead of mapping (and faulting in) new ones; once
+// keepWindow smaller checkpoints have passed, the peak is let go.
+func TestArenaPoolKeepsRecentPeak(t *testing.T) {
+	s, _ := openTest(t, vfs.NewMem(), 2)
+	defer s.Close()
+	const size = arenaChunkBytes / 2 // two blobs per chunk
+	id := uint64(0)
+	checkpoint := func(chunks int) {
+		id++
+		p := s.mustBegin(t, id)
+		for kg := range 2 * chunks {
+			if err := p.PutKeyGroup("count", kg, blob(kg, int(id), size)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Commit(testMeta()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkpoint(2)
+	maps := s.chunks.maps
+	for range 3 {
+		for range 5 {
+			checkpoint(1)
+		}
+		checkpoint(2)
+		if s.chunks.maps != maps {
+			t.Fatalf("checkpoint %d mapped %d new chunks; want the last large one's reused", id, s.chunks.maps-maps)
+		}
+	}
+	for range keepWindow {
+		checkpoint(1)
+	}
+	if s.chunks.mapped != 1 {
+		t.Fatalf("after %d small checkpoints the pool holds %d chunks, want 1", keepWindow, s.chunks.mapped)
+	}
+}
