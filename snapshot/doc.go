@@ -124,7 +124,12 @@
 // added once Prepare has started; an abort after it removes the staged
 // table. A job prepares on one of its workers, in the worker's spare time
 // (see sched.Worker.Background), and commits on a goroutine of its own,
-// since the syncs and the ingest wait on the disk.
+// since the syncs and the ingest wait on the disk. For the same reason
+// Begin, called by the job's coordinator, creates the (empty) staging
+// file of the blob table: creating a file waits in the kernel, 80–240 µs
+// and at times milliseconds, which a worker's records would wait too. A
+// failure to create it fails the checkpoint at Prepare or Commit if it
+// has blobs to write; an abort removes the file.
 //
 // Why two tables: each spans only keys that nothing stored overlaps (the
 // blob keys of a new origin; one manifest key), so Pebble places both in

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"math"
 	"sort"
 	"sync"
@@ -42,6 +43,36 @@ type Pending struct {
 		// chains maps a key group's base key to its chain length (base
 		// included).
 		chains map[entryKey]int
+		// blobFile is the staging file Begin created for the blobs'
+		// table, until Prepare (or Commit) takes it; blobFileErr why Begin
+		// could not create it. See Store.Begin.
+		blobFile    *stagingFile
+		blobFileErr error
+	}
+}
+
+// stagingFile is a created, empty staging file.
+type stagingFile struct {
+	path string
+	f    vfs.File
+}
+
+// takeBlobFile returns the staging file Begin created, if it has not been
+// taken; the caller owns it from then on.
+func (p *Pending) takeBlobFile() (*stagingFile, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := p.mu.blobFile, p.mu.blobFileErr
+	p.mu.blobFile = nil
+	return f, err
+}
+
+// dropBlobFile closes and removes the staging file Begin created, if no
+// table was written into it.
+func (p *Pending) dropBlobFile() {
+	if f, _ := p.takeBlobFile(); f != nil {
+		_ = f.f.Close()
+		p.s.removeStaged(f.path)
 	}
 }
 
@@ -356,8 +387,12 @@ func (p *Pending) stage(meta Meta, pause func() error) (*staged, error) {
 	// releasing the blobs' bytes under the table writer.
 	p.arena.copying.RLock()
 	defer p.arena.copying.RUnlock()
+	into, err := p.takeBlobFile()
+	if err != nil {
+		return st, err
+	}
 	err = p.s.withDB(func(db *pebble.DB) error {
-		st.path, st.size, err = p.s.stage(db, fmt.Sprintf("ckpt-%d", p.id), blobs, pause, false)
+		st.path, st.size, err = p.s.stage(db, fmt.Sprintf("ckpt-%d", p.id), into, blobs, pause, false)
 		return err
 	})
 	return st, err
@@ -480,6 +515,7 @@ func (p *Pending) build(meta Meta) (*manifest, []sstKV, []byte, error) {
 // finish retires a pending checkpoint that did not complete.
 func (s *Store) finish(p *Pending, aborted bool) {
 	defer p.arena.release() // after s.mu is unlocked
+	p.dropBlobFile()
 	p.mu.Lock()
 	if st := p.mu.staged; st != nil && st.path != "" {
 		s.removeStaged(st.path)
@@ -503,6 +539,7 @@ func (s *Store) finish(p *Pending, aborted bool) {
 // finishCommitted records a durable checkpoint and applies retention.
 func (s *Store) finishCommitted(p *Pending, m *manifest, size uint64) {
 	defer p.arena.release() // after s.mu is unlocked; the sstable is written
+	p.dropBlobFile()        // a checkpoint without new blobs did not use it
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Take the manifest's references before releasing the pending ones, so
