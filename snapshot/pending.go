@@ -3,13 +3,13 @@ package snapshot
 import (
 	"errors"
 	"fmt"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/ringflow/ringflow/internal/invariants"
 )
 
