@@ -232,8 +232,10 @@
 // checkpoint's newly written bytes are held twice at most (by the caller's
 // frozen state and by the Pending) until it commits or aborts. The Pending
 // holds them off the Go heap, in an arena of anonymous mmap chunks that
-// the next checkpoint reuses: a checkpoint leaves no garbage for the Go
-// collector, whose cycles (one per ~40 MB at 1M keys) took CPU from the
+// the next checkpoints reuse (the pool keeps as many as the largest of the
+// last 16 checkpoints took, so a periodic full checkpoint after a run of
+// deltas does not fault in fresh ones): a checkpoint leaves no garbage for
+// the Go collector, whose cycles (one per ~40 MB at 1M keys) took CPU from the
 // job's workers. A Commit without Prepare yields its thread (sched_yield)
 // every 50 us while it writes the table of new blobs, and writes it in
 // 16 KiB pieces, so that a pinned worker it displaced gets its core back

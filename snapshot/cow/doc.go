@@ -85,8 +85,14 @@
 // (the "retired" pages, each remembering the version range that saw it) to
 // a free list for reuse. The atomic is the happens-before edge between the
 // reader's last read and the page's reuse. Freeze never does this
-// reclaiming (only a cheap prune of the live-snapshot list), so it stays
-// O(key groups).
+// reclaiming, so it stays O(key groups): it only prunes the live-snapshot
+// list, which hands on what released snapshots held outside the pages —
+// their array of key-group headers (the next Freeze captures into it) and
+// the directories no table or live snapshot uses (for the next directory
+// copies). Steady checkpointing therefore allocates no pages, directories
+// or header arrays; fresh memory costs a page fault on first touch, and
+// the first writes after a freeze and the freeze itself are where a
+// record's latency would pay for it.
 //
 // Values are copied by assignment when a page is copied. If V refers to
 // memory (slices, maps, pointers), treat that memory as immutable: replace
