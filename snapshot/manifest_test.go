@@ -3,6 +3,8 @@ package snapshot
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,7 +26,7 @@ func sampleManifest() *manifest {
 // the encoding is deterministic (operators sorted).
 func TestManifestRoundTrip(t *testing.T) {
 	m := sampleManifest()
-	sortEntries(m)
+	sortEntries(m.entries)
 	if err := m.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +63,9 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 }
 
-func sortEntries(m *manifest) {
-	es := m.entries
+// insertionSortEntries is the obvious sort by compareEntryKeys, the
+// reference sortEntries is checked against.
+func insertionSortEntries(es []manifestEntry) {
 	for i := 1; i < len(es); i++ {
 		for j := i; j > 0 && compareEntryKeys(es[j-1].key, es[j].key) > 0; j-- {
 			es[j-1], es[j] = es[j], es[j-1]
@@ -76,7 +79,7 @@ func sortEntries(m *manifest) {
 //	go test -run - -fuzz FuzzDecodeManifest ./snapshot/
 func FuzzDecodeManifest(f *testing.F) {
 	m := sampleManifest()
-	sortEntries(m)
+	sortEntries(m.entries)
 	f.Add(m.encode())
 	f.Add((&manifest{id: 1, meta: Meta{MaxParallelism: 1, Parallelism: map[string]int{}}}).encode())
 	f.Add([]byte("RFCM"))
@@ -111,6 +114,59 @@ func TestEntryKeyEncoding(t *testing.T) {
 	// Key groups of one operator sort by number, so ranges are contiguous.
 	if compareEntryKeys(entryKey{kind: KindKeyGroup, op: "x", a: 255}, entryKey{kind: KindKeyGroup, op: "x", a: 256}) >= 0 {
 		t.Fatal("key group 255 does not sort before 256")
+	}
+}
+
+// TestCompareEntryKeysOrdersEncodings: the field-wise comparison agrees
+// with bytes.Compare on the encodings (the order manifests and blob tables
+// are written in) for random keys whose fields often tie.
+func TestCompareEntryKeysOrdersEncodings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	ops := []string{"a", "b", "ab", "ba", "count/state", "count/statf", "zz", strings.Repeat("y", OperatorIDMaxLen)}
+	key := func() entryKey {
+		return entryKey{
+			kind: Kind(1 + rng.IntN(int(kindEnd-1))),
+			op:   ops[rng.IntN(len(ops))],
+			a:    uint32(rng.IntN(3)) << (8 * rng.IntN(4)),
+			b:    uint32(rng.IntN(3)) << (8 * rng.IntN(4)),
+		}
+	}
+	for range 20000 {
+		x, y := key(), key()
+		want := bytes.Compare(appendEntryKey(nil, x), appendEntryKey(nil, y))
+		if got := compareEntryKeys(x, y); got != want {
+			t.Fatalf("compareEntryKeys(%v, %v) = %d, the encodings compare %d", x, y, got, want)
+		}
+	}
+}
+
+// TestSortEntries: the packed-key sort puts random entries (a few operator
+// ids of different lengths, every kind, tied fields) in the order of the
+// obvious sort.
+func TestSortEntries(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	ops := []string{"b", "a", "ab", "ba", "count/state", "count/statf", "zz"}
+	for round := range 200 {
+		es := make([]manifestEntry, rng.IntN(300))
+		for i := range es {
+			es[i] = manifestEntry{
+				key: entryKey{
+					kind: Kind(1 + rng.IntN(int(kindEnd-1))),
+					op:   ops[rng.IntN(1+rng.IntN(len(ops)))],
+					a:    uint32(rng.IntN(4)) << (8 * rng.IntN(4)),
+					b:    uint32(rng.IntN(4)) << (8 * rng.IntN(4)),
+				},
+				origin: uint64(i), // tells apart entries with equal keys
+			}
+		}
+		want := slices.Clone(es)
+		insertionSortEntries(want)
+		sortEntries(es)
+		for i := range es {
+			if compareEntryKeys(es[i].key, want[i].key) != 0 {
+				t.Fatalf("round %d: entry %d is %v, want %v", round, i, es[i].key, want[i].key)
+			}
+		}
 	}
 }
 

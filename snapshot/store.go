@@ -412,6 +412,9 @@ func (s *Store) ingestWith(db *pebble.DB, name string, staged []string, groups .
 // pieces of large writes. On error the table does not remain.
 func (s *Store) stage(db *pebble.DB, name string, into *stagingFile, kvs []sstKV, pause func() error, sync bool) (string, uint64, error) {
 	sort.Slice(kvs, func(i, j int) bool { return string(kvs[i].key) < string(kvs[j].key) })
+	if err := pause(); err != nil {
+		return "", 0, err
+	}
 	if into == nil {
 		var err error
 		if into, err = s.createStaging(name); err != nil {
