@@ -18,6 +18,7 @@ type busyTask struct {
 	steps atomic.Int64
 	stop  atomic.Bool
 	start func() // called on the first step
+	each  func() // called on every step, if set
 }
 
 func (t *busyTask) Step(time.Time) (Status, error) {
@@ -26,6 +27,9 @@ func (t *busyTask) Step(time.Time) (Status, error) {
 		if t.start != nil {
 			t.start()
 		}
+	}
+	if t.each != nil {
+		t.each()
 	}
 	if t.stop.Load() {
 		return Done, nil
@@ -170,5 +174,48 @@ func TestBackgroundPanic(t *testing.T) {
 	err := p.Run(context.Background())
 	if !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "background work") || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("Run returned %v; want a panic error naming the background work", err)
+	}
+}
+
+// TestFirstBusySliceIsShort: a job queued while the tasks are busy, long
+// after the previous job finished, starts with an ordinary slice: the idle
+// gap between jobs is not time the work waited and earns it no longer one.
+// (It did: a checkpoint's write-out began with a 2ms slice.)
+func TestFirstBusySliceIsShort(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var (
+		firstDone time.Time
+		budget    time.Duration
+		queued    bool
+	)
+	task := &busyTask{}
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			for range 10 {
+				s.Pause()
+			}
+			firstDone = time.Now()
+		})
+	}
+	task.each = func() {
+		if queued || firstDone.IsZero() || time.Since(firstDone) < 5*time.Millisecond {
+			return
+		}
+		queued = true
+		w.Background(func(s *Slice) {
+			budget = time.Until(s.end)
+			task.stop.Store(true)
+		})
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !queued {
+		t.Fatal("the second job was never queued")
+	}
+	if budget > bgSlice {
+		t.Errorf("the second job's first slice had %v, want at most %v", budget, bgSlice)
 	}
 }
