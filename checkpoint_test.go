@@ -35,7 +35,7 @@ func checkpointed(dir string, interval time.Duration) ringflow.CheckpointConfig 
 // the final checkpoint completed.
 func TestCheckpointedFileSink(t *testing.T) {
 	dir := t.TempDir()
-	evs := makeEvents(testSeed(t), 50_000, 300, 0)
+	evs := makeEvents(seeds.Seed(t), 50_000, 300, 0)
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 64,
 		Checkpoint: checkpointed(dir, 5*time.Millisecond)})
 	s := ringflow.Source(job, "src", ringflow.FromSlice(evs))
@@ -150,18 +150,18 @@ var checkpointModes = []struct {
 // committed output holds every (key, seq) exactly once, the keyed check saw
 // no gap or repeat, and the job restored once per failure.
 func TestSequenceWithFailures(t *testing.T) {
-	seeds := 3
+	rounds := 3
 	if testing.Short() {
-		seeds = 1
+		rounds = 1
 	}
-	base := testSeed(t)
+	base := seeds.Seed(t)
 	restoredSome := false
 	defer func() {
 		if !t.Failed() && !restoredSome {
 			t.Error("no run restored a checkpoint: the test did not exercise recovery from state")
 		}
 	}()
-	for i := range seeds * len(checkpointModes) {
+	for i := range rounds * len(checkpointModes) {
 		seed := base + uint64(i)
 		mode := checkpointModes[i%len(checkpointModes)]
 		// Every other run has a slow sink, so that rings fill up and
@@ -262,12 +262,9 @@ func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, f
 // TestWindowsWithFailures checks that window sums after injected failures
 // equal the closed-form result, each window emitted exactly once.
 func TestWindowsWithFailures(t *testing.T) {
-	seeds := 2
-	if testing.Short() {
-		seeds = 2
-	}
-	base := testSeed(t)
-	for i := range seeds * len(checkpointModes) {
+	const rounds = 2
+	base := seeds.Seed(t)
+	for i := range rounds * len(checkpointModes) {
 		seed := base + uint64(i)
 		mode := checkpointModes[i%len(checkpointModes)]
 		var slow time.Duration
@@ -303,7 +300,7 @@ func TestWindowsWithFailures(t *testing.T) {
 // equals that of a run without rescaling. (The count is a MapWithState;
 // TestRescaleUnaligned rescales an Aggregate.)
 func TestRescale(t *testing.T) {
-	evs := makeEvents(testSeed(t), 80_000, 500, 0)
+	evs := makeEvents(seeds.Seed(t), 80_000, 500, 0)
 	want := rollingCounts(evs)
 	build := func(dir string, par int, rate float64) *ringflow.Job {
 		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50,
@@ -375,7 +372,7 @@ func (p *listCheck) OnTimer(ctx *operator.KeyedContext[uint64], _ int64, _ opera
 // TestListStateWithFailures restores list state through failures: each
 // key's final list has every record once.
 func TestListStateWithFailures(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	rnd := rand.New(rand.NewPCG(seed, 21))
 	const keys, perKey = 50, 1000
 	failAt := []int64{1 + rnd.Int64N(keys*perKey), keys*perKey + rnd.Int64N(keys*perKey/2)}
@@ -406,7 +403,7 @@ func TestListStateWithFailures(t *testing.T) {
 // it at parallelism 1 and 4: the recorded records are redistributed by key
 // group, and the committed output equals an uninterrupted run's.
 func TestRescaleUnaligned(t *testing.T) {
-	evs := makeEvents(testSeed(t), 60_000, 300, 0)
+	evs := makeEvents(seeds.Seed(t), 60_000, 300, 0)
 	want := rollingCounts(evs)
 	build := func(dir string, par int, slow time.Duration) *ringflow.Job {
 		ck := checkpointed(dir, 5*time.Millisecond)

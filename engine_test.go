@@ -3,7 +3,6 @@ package ringflow_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -16,20 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/testseed"
+
 	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/operator"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed for randomised tests (0: pick one and print it)")
-
-func testSeed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -seed %d)", s, s)
-	return s
-}
+var seeds = testseed.Flag("seed", "")
 
 // event is the record most tests use: a plain struct, so it crosses rings
 // by raw copy.
@@ -138,7 +130,7 @@ func eventTime() ringflow.WatermarkStrategy[event] {
 // TestStatelessOperators runs map, filter and flatMap over a rebalance and
 // compares with the same functions applied directly.
 func TestStatelessOperators(t *testing.T) {
-	evs := makeEvents(testSeed(t), 20_000, 100, 0)
+	evs := makeEvents(seeds.Seed(t), 20_000, 100, 0)
 	double := func(e event) event { e.Value *= 2; return e }
 	keep := func(e event) bool { return e.Value%3 != 0 }
 	explode := func(e event, out *ringflow.Collector[event]) {
@@ -182,7 +174,7 @@ func TestStatelessOperators(t *testing.T) {
 // updates, which is {1..n} per key in any order; MapWithState's count must
 // give the same multiset, and its sum the key's total at its last record.
 func TestReduceAndAggregate(t *testing.T) {
-	evs := makeEvents(testSeed(t), 30_000, 500, 0)
+	evs := makeEvents(seeds.Seed(t), 30_000, 500, 0)
 	sums := map[uint64]int64{}
 	counts := map[uint64]int64{}
 	var wantAgg []string
@@ -299,7 +291,7 @@ func bruteSessions(evs []event, gap int64) []string {
 // TestWindows compares tumbling, sliding and session windows over
 // out-of-order input with a brute-force computation.
 func TestWindows(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	for _, w := range []ringflow.Windows{
 		ringflow.TumblingWindows(100 * time.Millisecond),
 		ringflow.SlidingWindows(300*time.Millisecond, 100*time.Millisecond),
@@ -334,7 +326,7 @@ func TestWindows(t *testing.T) {
 
 // TestWindowJoin compares the window join with a brute-force nested loop.
 func TestWindowJoin(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	left := makeEvents(seed, 5_000, 40, 20)
 	right := makeEvents(seed+1, 5_000, 40, 20)
 	const size = 200
@@ -387,7 +379,7 @@ func (p *lastSeen) OnTimer(ctx *operator.KeyedContext[uint64], ts int64, _ opera
 }
 
 func TestProcess(t *testing.T) {
-	evs := makeEvents(testSeed(t), 10_000, 77, 0)
+	evs := makeEvents(seeds.Seed(t), 10_000, 77, 0)
 	counts := map[uint64]int{}
 	var want []string
 	for _, e := range evs {

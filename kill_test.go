@@ -64,7 +64,7 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for a few seconds")
 	}
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	for i, m := range checkpointModes {
 		t.Run(m.name, func(t *testing.T) { killAndResume(t, m.name, seed+uint64(i)) })
 	}

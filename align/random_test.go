@@ -4,16 +4,16 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
 var (
-	seedFlag   = flag.Uint64("seed", 0, "seed of TestRandomAgainstNaive (0: from the clock, or $ALIGN_SEED)")
+	seeds      = testseed.Flag("seed", "ALIGN_SEED")
 	trialsFlag = flag.Int("trials", 3000, "trials of TestRandomAgainstNaive")
 )
 
@@ -31,15 +31,7 @@ var (
 //
 // It logs its seed; replay with -seed N (or ALIGN_SEED=N).
 func TestRandomAgainstNaive(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		if s, err := strconv.ParseUint(os.Getenv("ALIGN_SEED"), 10, 64); err == nil {
-			seed = s
-		} else {
-			seed = uint64(time.Now().UnixNano())
-		}
-	}
-	t.Logf("seed %d (replay: go test ./align -run TestRandomAgainstNaive -seed %d)", seed, seed)
+	seed := seeds.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	trials := *trialsFlag
 	if testing.Short() {

@@ -3,34 +3,20 @@ package keygroups
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 
 	"github.com/cespare/xxhash/v2"
 )
 
-var seedFlag = flag.Uint64("keygroups.seed", 0, "replay a randomised test with this seed (0: pick one)")
-
-// testSeed returns the seed from -keygroups.seed, $KEYGROUPS_SEED, or a fresh
-// one, and logs it so a failure can be replayed.
-func testSeed(t testing.TB) uint64 {
-	seed := *seedFlag
-	if s := os.Getenv("KEYGROUPS_SEED"); seed == 0 && s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("seed %d (replay with -keygroups.seed=%d)", seed, seed)
-	return seed
-}
+var seeds = testseed.Flag("keygroups.seed", "KEYGROUPS_SEED")
 
 func TestHashUint64MatchesXXHash(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 1))
+	r := rand.New(rand.NewPCG(seeds.Seed(t), 1))
 	check := func(k uint64) {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], k)
@@ -170,7 +156,7 @@ func TestRangesMatchBruteForce(t *testing.T) {
 			checkAssignment(t, p, maxP)
 		}
 	}
-	r := rand.New(rand.NewPCG(testSeed(t), 2))
+	r := rand.New(rand.NewPCG(seeds.Seed(t), 2))
 	for _, maxP := range []int{1000, 4096, 32767, 32768} {
 		for _, p := range []int{1, 2, 3, 7, maxP / 2, maxP - 1, maxP, 1 + r.IntN(maxP)} {
 			checkAssignment(t, p, maxP)
@@ -179,7 +165,7 @@ func TestRangesMatchBruteForce(t *testing.T) {
 }
 
 func TestPartitionerMatchesOf(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 3))
+	r := rand.New(rand.NewPCG(seeds.Seed(t), 3))
 	for _, c := range [][2]int{{1, 1}, {2, 128}, {3, 128}, {5, 100}, {7, 32768}, {300, 1000}} {
 		pt, err := NewPartitioner(c[0], c[1])
 		if err != nil {

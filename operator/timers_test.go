@@ -1,14 +1,14 @@
 package operator
 
 import (
-	"flag"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed for randomised tests (0: pick one and print it)")
+var seeds = testseed.Flag("seed", "")
 
 // TestWindowTimers checks the bucketed window timer queue against a plain
 // list: timers pop earliest time first, those of one time in the order
@@ -16,12 +16,7 @@ var seedFlag = flag.Uint64("seed", 0, "seed for randomised tests (0: pick one an
 // few values (as windows' ends do) and from a wide range, with pops
 // interleaved with adds, and adds to the time being popped.
 func TestWindowTimers(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -seed %d)", seed, seed)
-	rnd := rand.New(rand.NewPCG(seed, 5))
+	rnd := rand.New(rand.NewPCG(seeds.Seed(t), 5))
 	type timer struct {
 		ts  int64
 		seq int // order of addition

@@ -163,7 +163,7 @@ func peekAll(t *testing.T, i int, rd *Reader, q *sliceQueue) {
 
 // TestDifferential runs random operation sequences against the oracle.
 func TestDifferential(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	rnd := rand.New(rand.NewPCG(seed, 2))
 	rounds := 200
 	if testing.Short() {
@@ -190,7 +190,7 @@ func FuzzFrames(f *testing.F) {
 // the ring and, before each flush, to the oracle; the consumer checks every
 // ring frame against the oracle's next one.
 func TestConcurrentDifferential(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	r := newRing(t, 8<<10)
 	var q sliceQueue
 	n := 200_000

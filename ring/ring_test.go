@@ -3,26 +3,17 @@ package ring
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed for randomised tests (0: pick one and print it)")
-
-// testSeed returns the seed for a randomised test and logs it for replay.
-func testSeed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -seed %d)", s, s)
-	return s
-}
+var seeds = testseed.Flag("seed", "")
 
 func newRing(t testing.TB, capacity int) *Ring {
 	t.Helper()
@@ -119,7 +110,7 @@ func consumeSeq(t testing.TB, rd *Reader, first, n uint64) {
 func TestExactlyOnce(t *testing.T) {
 	n := uint64(10_000_000) // about 0.1 s, or 2 s under -race
 	r := newRing(t, 64<<10)
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -71,7 +71,7 @@ func TestArenaChunksReturned(t *testing.T) {
 // touches memory the arena handed back (the chunks are unmapped at once
 // here, so that would fault), and every chunk comes back.
 func TestArenaPutRacesEnd(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	s, _ := openTest(t, vfs.NewMem(), 1)
 	defer s.Close()

@@ -68,7 +68,7 @@ func (c *crashRecorder) arm(on bool) []crashPoint {
 // only if the crash came after its sstable reached Pebble; it always exists
 // once Commit returned; and whatever a clone holds verifies completely.
 func TestCrashDuringCommit(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	mem := vfs.NewCrashableMem()
 	rec := &crashRecorder{mem: mem}
 	rec.mu.rng = rand.New(rand.NewPCG(seed, 0))

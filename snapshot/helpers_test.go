@@ -2,38 +2,19 @@ package snapshot
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-var seedFlag = flag.Uint64("snapshot.seed", 0, "replay randomised snapshot tests with this seed (also env SNAPSHOT_SEED)")
-
-// testSeed returns the seed of a randomised test and logs it for replay.
-func testSeed(t testing.TB) uint64 {
-	t.Helper()
-	seed := *seedFlag
-	if env := os.Getenv("SNAPSHOT_SEED"); seed == 0 && env != "" {
-		v, err := strconv.ParseUint(env, 10, 64)
-		if err != nil {
-			t.Fatalf("SNAPSHOT_SEED=%q: %v", env, err)
-		}
-		seed = v
-	}
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("seed %d (replay with -snapshot.seed=%d or SNAPSHOT_SEED=%d)", seed, seed, seed)
-	return seed
-}
+var seeds = testseed.Flag("snapshot.seed", "SNAPSHOT_SEED")
 
 // testLogger records every line and forwards it to the test log.
 type testLogger struct {

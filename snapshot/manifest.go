@@ -171,10 +171,7 @@ func sortEntries(entries []manifestEntry) {
 		keys[i].hi = uint64(entries[keys[i].i].key.kind)<<32 | rankOf[keys[i].hi]
 	}
 	slices.SortFunc(keys, func(x, y packed) int {
-		if x.hi != y.hi {
-			return cmp.Compare(x.hi, y.hi)
-		}
-		return cmp.Compare(x.lo, y.lo)
+		return cmp.Or(cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo))
 	})
 	sorted := make([]manifestEntry, len(entries))
 	for i, k := range keys {

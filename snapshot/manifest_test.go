@@ -121,7 +121,7 @@ func TestEntryKeyEncoding(t *testing.T) {
 // with bytes.Compare on the encodings (the order manifests and blob tables
 // are written in) for random keys whose fields often tie.
 func TestCompareEntryKeysOrdersEncodings(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
 	ops := []string{"a", "b", "ab", "ba", "count/state", "count/statf", "zz", strings.Repeat("y", OperatorIDMaxLen)}
 	key := func() entryKey {
 		return entryKey{
@@ -144,7 +144,7 @@ func TestCompareEntryKeysOrdersEncodings(t *testing.T) {
 // ids of different lengths, every kind, tied fields) in the order of the
 // obvious sort.
 func TestSortEntries(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
 	ops := []string{"b", "a", "ab", "ba", "count/state", "count/statf", "zz"}
 	for round := range 200 {
 		es := make([]manifestEntry, rng.IntN(300))

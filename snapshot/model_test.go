@@ -27,7 +27,7 @@ type modelCheckpoint struct {
 // After every step the store must list exactly the oracle's checkpoints,
 // read each back byte for byte, and hold exactly the blobs they reference.
 func TestAgainstModel(t *testing.T) {
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	retained := 1 + rng.IntN(3)
 	mem := vfs.NewMem()

@@ -2,23 +2,14 @@ package nexmark
 
 import (
 	"bytes"
-	"flag"
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
-var seedFlag = flag.Uint64("nexmark.seed", 0, "seed for randomised tests (0: from the clock)")
-
-func testSeed(t *testing.T) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -nexmark.seed=%d)", s, s)
-	return s
-}
+var seeds = testseed.Flag("nexmark.seed", "")
 
 func mustGenerator(t testing.TB, cfg Config) *Generator {
 	t.Helper()
@@ -336,7 +327,7 @@ func sameEvent(a, b *Event) bool {
 // exactly what a fresh one yields from that position on, for random
 // positions of random splits.
 func TestSeekEqualsReplay(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
 	for range 50 {
 		parts, err := defaultN(1 + rng.Uint64N(5_000)).Split(1 + rng.IntN(4))
 		if err != nil {

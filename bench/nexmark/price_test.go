@@ -9,7 +9,7 @@ import (
 // TestPow10Accuracy bounds pow10's relative error against math.Pow, which
 // nextPrice's tie margin of 1e-4 (absolute, at prices up to 1e8) relies on.
 func TestPow10Accuracy(t *testing.T) {
-	rng := rand.New(rand.NewPCG(testSeed(t), 1))
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 1))
 	worst := 0.0
 	check := func(y float64) {
 		want := math.Pow(10, y)
@@ -32,7 +32,7 @@ func TestPow10Accuracy(t *testing.T) {
 // TestPriceMatchesPow checks that the fast price path rounds exactly as
 // javaRound(math.Pow(10, 6u) * 100) does, draw for draw.
 func TestPriceMatchesPow(t *testing.T) {
-	seed := int64(testSeed(t) >> 1)
+	seed := int64(seeds.Seed(t) >> 1)
 	fast, slow := newJavaRandom(seed), newJavaRandom(seed)
 	for i := range 2_000_000 {
 		got := nextPrice(&fast)

@@ -2,7 +2,6 @@ package pipelines
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,19 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/testseed"
+
 	"github.com/ringflow/ringflow"
 )
 
-var seedFlag = flag.Uint64("pipelines.seed", 0, "replay the randomised checkpoint tests with this seed")
-
-func testSeed(t *testing.T) uint64 {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -pipelines.seed=%d)", seed, seed)
-	return seed
-}
+var seeds = testseed.Flag("pipelines.seed", "")
 
 // digestLine is the checksum contribution of one line of pipeline's file
 // output: the digest of the record the line was made from.
@@ -83,7 +75,7 @@ func committedOutput(t *testing.T, pipeline, dir string) (count, sum uint64) {
 // job restarts once, and the committed lines are exactly the oracle's
 // output.
 func TestFileSinkAfterFailure(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(testSeed(t), 7))
+	rnd := rand.New(rand.NewPCG(seeds.Seed(t), 7))
 	for _, name := range Names {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

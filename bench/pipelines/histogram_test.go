@@ -1,14 +1,10 @@
 package pipelines
 
 import (
-	"flag"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 )
-
-var histSeed = flag.Uint64("hist-seed", 0, "seed of TestHistogramRandom (0: from the clock)")
 
 func TestHistogramSmallExact(t *testing.T) {
 	var h Histogram
@@ -68,12 +64,7 @@ func TestHistogramBuckets(t *testing.T) {
 // TestHistogramRandom compares quantiles with the exact ones of a sorted
 // sample, over several merged histograms.
 func TestHistogramRandom(t *testing.T) {
-	seed := *histSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -hist-seed %d)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
 	var parts [4]Histogram
 	var all []int64
 	for range 100_000 {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/testseed"
+
 	"github.com/ringflow/ringflow"
 )
 
-var runSeed = flag.Uint64("run.seed", 0, "replay TestRunKillAndRerun with this seed")
+var seeds = testseed.Flag("run.seed", "")
 
 // TestRunCheckpointJSON checks the "checkpoints" object: its keys, that
 // checkpoints completed with their timings and bytes, and that --fail-after
@@ -79,12 +80,7 @@ func TestRunKillAndRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for several seconds")
 	}
-	seed := *runSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -run.seed=%d)", seed, seed)
-	rnd := rand.New(rand.NewPCG(seed, 1))
+	rnd := rand.New(rand.NewPCG(seeds.Seed(t), 1))
 	for _, pipeline := range []string{"keyed-count", "window"} {
 		t.Run(pipeline, func(t *testing.T) {
 			dir := t.TempDir()

@@ -77,7 +77,7 @@ func serialiseAndCheck(jobs <-chan frozenJob, cfg Config[uint64, int64], errs ch
 // any write to a page a snapshot shares is a reported race.
 func TestSnapshotWhileWriting(t *testing.T) {
 	const nKeys, freezes, opsBetween = 40_000, 25, 30_000
-	r := rand.New(rand.NewPCG(testSeed(t), 7))
+	r := rand.New(rand.NewPCG(seeds.Seed(t), 7))
 	cfg := counterConfig(128, keygroups.Range{})
 	m := newCounters(t, 128, keygroups.Range{})
 	model := make(map[uint64]int64)

@@ -210,7 +210,7 @@ func TestDifferentialAgainstGoMap(t *testing.T) {
 			return c
 		}(), 400, 30_000},
 	}
-	seed := testSeed(t)
+	seed := seeds.Seed(t)
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m, err := New(c.cfg)

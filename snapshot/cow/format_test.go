@@ -168,7 +168,7 @@ func FuzzLoadKeyGroup(f *testing.F) {
 // full blobs (issue 4's acceptance), and restoring base + deltas is exact.
 func TestDeltaSizeAtOnePercentChanged(t *testing.T) {
 	const n = 200_000
-	r := rand.New(rand.NewPCG(testSeed(t), 5))
+	r := rand.New(rand.NewPCG(seeds.Seed(t), 5))
 	m := newCounters(t, 128, keygroups.Range{})
 	fillCounters(t, m, n)
 	base := m.Freeze()

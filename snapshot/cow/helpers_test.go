@@ -2,31 +2,17 @@ package cow
 
 import (
 	"flag"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 
 	"github.com/ringflow/ringflow/keygroups"
 )
 
 var (
-	seedFlag = flag.Uint64("cow.seed", 0, "replay randomised tests with this seed (0: pick one); also $COW_SEED")
+	seeds    = testseed.Flag("cow.seed", "COW_SEED")
 	longFlag = flag.Int("cow.long", 1, "multiply the randomised tests' length by this factor (stress runs)")
 )
-
-// testSeed returns the replay seed or a fresh one, and logs it.
-func testSeed(t testing.TB) uint64 {
-	seed := *seedFlag
-	if s := os.Getenv("COW_SEED"); seed == 0 && s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	if seed == 0 {
-		seed = rand.Uint64()
-	}
-	t.Logf("seed %d (replay with -cow.seed=%d or COW_SEED=%d)", seed, seed, seed)
-	return seed
-}
 
 func counterConfig(maxP int, r keygroups.Range) Config[uint64, int64] {
 	return Config[uint64, int64]{

@@ -433,7 +433,7 @@ func TestStringKeys(t *testing.T) {
 }
 
 func TestSubKeyHashKeepsKeyGroup(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 11))
+	r := rand.New(rand.NewPCG(seeds.Seed(t), 11))
 	for _, maxP := range []int{1, 3, 128, 1000, 32768} {
 		seen := make(map[uint64]bool)
 		for range 20_000 {

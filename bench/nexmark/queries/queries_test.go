@@ -8,7 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 
 	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/nexmark"
@@ -79,18 +80,14 @@ func TestQueriesMatchOracle(t *testing.T) {
 	}
 }
 
-var seedFlag = flag.Int64("nexmark.seed", 0, "seed of TestRandomConfigs (0: from the clock)")
+var seeds = testseed.Flag("nexmark.seed", "")
 
 // Each query matches the oracle on streams of random length and event-time
 // rate (so windows hold from a few to thousands of events), at a random
 // parallelism. Replay a failure with -nexmark.seed.
 func TestRandomConfigs(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay with -nexmark.seed %d)", seed, seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	seed := seeds.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
 	for _, q := range Names {
 		cfg := nexmark.DefaultConfig()
 		cfg.NumEvents = 10_000 + rng.Uint64N(50_000)
