@@ -60,3 +60,67 @@ func TestPacedSourceFlushesWhenDry(t *testing.T) {
 		t.Fatalf("frame %s with %d records, want DATA with 5", f.Type, f.Count)
 	}
 }
+
+// TestTaskReady: a task is ready when a step would find work — a frame in
+// an input ring, a paced source's due time passed — and not otherwise; an
+// input that is blocked (aligning) or ended does not count.
+func TestTaskReady(t *testing.T) {
+	in, err := ring.New(ring.Options{Capacity: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	c := &Channel{Reader: in.Reader()}
+	task := &Task{Name: "count#0", Inputs: []*Channel{c}}
+	now := time.Now()
+	if task.Ready(now) {
+		t.Fatal("ready with an empty input")
+	}
+	w := in.Writer()
+	w.WriteData(make([]byte, 8), 1)
+	w.Flush()
+	if !task.Ready(now) {
+		t.Fatal("not ready with a frame in its input")
+	}
+	c.blocked = true
+	if task.Ready(now) {
+		t.Fatal("ready on a blocked input's frame")
+	}
+	c.blocked, c.ended = false, true
+	if task.Ready(now) {
+		t.Fatal("ready on an ended input")
+	}
+
+	out, err := ring.New(ring.Options{Capacity: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	codec, err := CodecFor[uint64]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGate(codec, GateOptions{FrameBytes: 4096}, []EdgeOut{{Partitioning: Forward, Writers: []*ring.Writer{out.Writer()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &Context{Operator: "src", Parallelism: 1}
+	src := NewSourceRunner[uint64](&burstSource{n: 5}, 64, nil, nil, g)
+	st := &Task{Name: "src#0", Ctx: ctx, Source: src, Ops: []Operator{g}, Ctxs: []*Context{ctx},
+		Ports: g.Ports(), Gate: g, Opts: TaskOptions{MaxDelay: time.Hour}}
+	if err := st.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Ready(time.Now()) {
+		t.Fatal("a source with records due is not ready")
+	}
+	if _, err := st.Step(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if st.Ready(time.Now()) {
+		t.Fatal("a paced source whose next record is due in an hour is ready")
+	}
+	if !st.Ready(time.Now().Add(2 * time.Hour)) {
+		t.Fatal("a paced source is not ready after its due time")
+	}
+}

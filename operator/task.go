@@ -452,6 +452,31 @@ func (t *Task) Unpark() {
 	t.unparkInputs(len(t.Inputs))
 }
 
+// Ready implements sched.Readier: whether a Step now would find work. It
+// changes nothing, and costs a load per input ring and output port.
+func (t *Task) Ready(now time.Time) bool {
+	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
+		return true
+	}
+	if d := t.Deadline(); !d.IsZero() && !now.Before(d) {
+		return true
+	}
+	if t.finishing || !t.room() {
+		return false
+	}
+	if t.Source != nil {
+		// An unpaced source always has records; a paced one said when
+		// (its due time is part of the deadline above).
+		return t.sourceDue.IsZero() && (t.Checkpoints == nil || !t.Checkpoints.srcDone)
+	}
+	for _, c := range t.Inputs {
+		if !c.ended && !c.blocked && c.Reader.Ready() {
+			return true
+		}
+	}
+	return false
+}
+
 // Deadline implements sched.Task.
 func (t *Task) Deadline() time.Time {
 	d := t.sourceDue

@@ -119,3 +119,33 @@ func TestWriterParks(t *testing.T) {
 	}
 	<-done
 }
+
+// TestReaderReady: Ready sees a frame as soon as the writer publishes it,
+// without taking it (Next still returns it), and reports nothing once the
+// reader has read everything published; a frame written but not yet
+// published is not ready.
+func TestReaderReady(t *testing.T) {
+	r := newRing(t, 4096)
+	w, rd := r.Writer(), r.Reader()
+	if rd.Ready() {
+		t.Fatal("an empty ring is ready")
+	}
+	if !w.WriteData([]byte("abcdefgh"), 1) {
+		t.Fatal("write failed")
+	}
+	if rd.Ready() {
+		t.Fatal("ready before the writer published")
+	}
+	w.Flush()
+	if !rd.Ready() || !rd.Ready() {
+		t.Fatal("not ready after the writer published")
+	}
+	f, err := rd.Next()
+	if err != nil || string(f.Payload) != "abcdefgh" {
+		t.Fatalf("Next after Ready = %q, %v", f.Payload, err)
+	}
+	rd.Release(f)
+	if rd.Ready() {
+		t.Fatal("ready after the only frame was read")
+	}
+}

@@ -119,6 +119,13 @@ func (rd *Reader) publish() {
 // Flush publishes the released space now rather than lazily.
 func (rd *Reader) Flush() { rd.publish() }
 
+// Ready reports whether a frame (or a broken ring) waits past the read
+// position. Unlike Next it changes nothing: it is one load of the producer
+// position, for a scheduler that wants to know whether to come back sooner.
+func (rd *Reader) Ready() bool {
+	return rd.pos != rd.cachedProd || rd.err != nil || rd.r.prodPos.Load() != rd.pos
+}
+
 // Buffered returns the bytes published past the read position, as of the
 // last load of the producer position.
 func (rd *Reader) Buffered() int { return int(rd.cachedProd - rd.pos) }

@@ -32,6 +32,8 @@ type Slice struct {
 	end     time.Time
 	yield   func(struct{}) bool // nil when the work runs outside a coroutine
 	stopped bool
+	w       *Worker
+	idle    bool // the slice runs in the tasks' idle time: a ready task ends it
 }
 
 // Pause returns the thread to the worker's tasks if the current slice is
@@ -39,12 +41,16 @@ type Slice struct {
 // work. It reports false once the pool is stopping: the work should then be
 // abandoned, and Pause returns false at once from then on. Call it often
 // (every few microseconds of work): a slice lasts until the first Pause after
-// its time is up.
+// its time is up, or, when it runs in the tasks' idle time, after one of them
+// becomes ready (see Readier).
 func (s *Slice) Pause() bool {
 	if s.stopped {
 		return false
 	}
-	if s.yield == nil || time.Now().Before(s.end) {
+	if s.yield == nil {
+		return true
+	}
+	if now := time.Now(); now.Before(s.end) && !(s.idle && s.w.ready(now)) {
 		return true
 	}
 	if !s.yield(struct{}{}) {
@@ -115,7 +121,7 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 		if job == nil {
 			return
 		}
-		s := &Slice{}
+		s := &Slice{w: w}
 		// NB: iter.Pull runs the job as a coroutine: resuming it and
 		// pausing it are direct switches on this thread (the coroutine
 		// inherits the worker's thread lock), not hand-offs through the Go
@@ -127,6 +133,7 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 		})
 	}
 	b.cur.end = now.Add(slice)
+	b.cur.idle = !busy
 	if _, more := b.next(); !more {
 		b.finishJob()
 	}

@@ -219,3 +219,68 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 		t.Errorf("the second job's first slice had %v, want at most %v", budget, bgSlice)
 	}
 }
+
+// readyTask is idle until its ready flag is set; it then reports Ready, and
+// its next step takes the work and counts it.
+type readyTask struct {
+	ready atomic.Bool
+	taken atomic.Int64
+	stop  atomic.Bool
+	start func()
+	began bool
+}
+
+func (t *readyTask) Step(time.Time) (Status, error) {
+	if !t.began {
+		t.began = true
+		t.start()
+	}
+	if t.stop.Load() {
+		return Done, nil
+	}
+	if t.ready.CompareAndSwap(true, false) {
+		t.taken.Add(1)
+		return Progress, nil
+	}
+	return Idle, nil
+}
+func (t *readyTask) Ready(time.Time) bool { return t.ready.Load() }
+func (t *readyTask) PrepareToPark() bool  { return !t.ready.Load() }
+func (t *readyTask) Unpark()              {}
+func (t *readyTask) Deadline() time.Time  { return time.Time{} }
+
+// TestIdleSliceGivesWayToReadyTask: background work running in the tasks'
+// idle time hands the thread back at the first Pause after a task becomes
+// ready, without waiting for the rest of its slice. Without the Readier
+// check the Pause right after the work arrives would return at once (the
+// slice has ~20µs left) and the task would not have stepped.
+func TestIdleSliceGivesWayToReadyTask(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	task := &readyTask{}
+	const rounds = 200
+	late := 0
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			for range rounds {
+				before := task.taken.Load()
+				task.ready.Store(true) // work arrives while the job runs
+				if !s.Pause() {
+					t.Error("Pause reported a stop")
+					return
+				}
+				if task.taken.Load() == before {
+					late++
+				}
+			}
+			task.stop.Store(true)
+		})
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if late > 0 {
+		t.Errorf("in %d of %d rounds the job's Pause returned before the ready task stepped", late, rounds)
+	}
+}

@@ -40,7 +40,11 @@
 // slices of about 20µs: whenever the worker's tasks are idle, and, when they
 // never are, for 1/4 of the time they had since the last slice (~20% of
 // the worker). The work calls Slice.Pause every few microseconds; the slice
-// ends at the first Pause after its time is up. Why not a thread of its
+// ends at the first Pause after its time is up, or, for a slice in the
+// tasks' idle time, at the first Pause after a task that implements Readier
+// says it has work (a frame in an input ring, a deadline passed): at light
+// load a record that arrives meanwhile waits for a Pause, not for the rest
+// of a slice. Why not a thread of its
 // own: on a machine whose cores the pinned workers keep, such a thread runs
 // in a worker's place for a kernel time slice (or until it yields, which
 // costs it its turn for a long time), and the records queued for that

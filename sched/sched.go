@@ -40,6 +40,16 @@ type Task interface {
 	Deadline() time.Time
 }
 
+// Readier is implemented by a task that can tell, cheaply and without side
+// effects, whether a Step now would find work (an input has a frame, a
+// deadline has passed). A worker running background work in its tasks' idle
+// time asks its tasks at every Slice.Pause and hands the thread back to them
+// as soon as one is ready, instead of at the end of the slice: a record that
+// arrives meanwhile waits microseconds, not the rest of the slice.
+type Readier interface {
+	Ready(now time.Time) bool
+}
+
 // Options configure a pool.
 type Options struct {
 	// Workers is the number of worker threads; default: usable CPUs.

@@ -31,6 +31,7 @@ type Worker struct {
 	tasks []Task
 	bell  atomic.Uint32 // 1: rung since the worker last looked
 	bg    background
+	live  []Task // the tasks not yet Done; worker-only
 
 	// Statistics, written by the worker only.
 	parks    atomic.Int64
@@ -75,6 +76,7 @@ func (w *Worker) run() {
 			w.pool.fail(err)
 			return
 		}
+		w.live = live
 		if w.bg.pending.Load() > 0 {
 			// Background work runs when the tasks are idle, and every
 			// bgBusyPeriod when they are not.
@@ -98,6 +100,16 @@ func (w *Worker) run() {
 			w.park(live)
 		}
 	}
+}
+
+// ready reports whether one of the live tasks says it has work (see Readier).
+func (w *Worker) ready(now time.Time) bool {
+	for _, t := range w.live {
+		if r, ok := t.(Readier); ok && r.Ready(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // poll steps every live task once and drops the ones that are done.
