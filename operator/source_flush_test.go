@@ -24,16 +24,15 @@ func (s *burstSource) Position() []byte     { return nil }
 func (s *burstSource) Close() error         { return nil }
 func (s *burstSource) NextReady() time.Time { return time.Now().Add(time.Hour) }
 
-// TestPacedSourceFlushesWhenDry: once a paced source has produced every
-// record that is due, its input has run dry and the step publishes them —
-// they do not wait in the open frame for the next step, which on a busy
-// worker comes only after its other tasks' steps.
-func TestPacedSourceFlushesWhenDry(t *testing.T) {
+// burstTask opens a source task over a burstSource of n records that
+// writes into a new ring, and returns both.
+func burstTask(t *testing.T, n int) (*Task, *ring.Ring) {
+	t.Helper()
 	r, err := ring.New(ring.Options{Capacity: 1 << 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	codec, err := CodecFor[uint64]()
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +42,21 @@ func TestPacedSourceFlushesWhenDry(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := &Context{Operator: "src", Parallelism: 1}
-	src := NewSourceRunner[uint64](&burstSource{n: 5}, 64, nil, nil, g)
+	src := NewSourceRunner[uint64](&burstSource{n: n}, 64, nil, nil, g)
 	task := &Task{Name: "src#0", Ctx: ctx, Source: src, Ops: []Operator{g}, Ctxs: []*Context{ctx},
 		Ports: g.Ports(), Gate: g, Opts: TaskOptions{MaxDelay: time.Hour}}
 	if err := task.Open(); err != nil {
 		t.Fatal(err)
 	}
+	return task, r
+}
+
+// TestPacedSourceFlushesWhenDry: once a paced source has produced every
+// record that is due, its input has run dry and the step publishes them —
+// they do not wait in the open frame for the next step, which on a busy
+// worker comes only after its other tasks' steps.
+func TestPacedSourceFlushesWhenDry(t *testing.T) {
+	task, r := burstTask(t, 5)
 	if _, err := task.Step(time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -91,26 +99,7 @@ func TestTaskReady(t *testing.T) {
 		t.Fatal("ready on an ended input")
 	}
 
-	out, err := ring.New(ring.Options{Capacity: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	codec, err := CodecFor[uint64]()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := NewGate(codec, GateOptions{FrameBytes: 4096}, []EdgeOut{{Partitioning: Forward, Writers: []*ring.Writer{out.Writer()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := &Context{Operator: "src", Parallelism: 1}
-	src := NewSourceRunner[uint64](&burstSource{n: 5}, 64, nil, nil, g)
-	st := &Task{Name: "src#0", Ctx: ctx, Source: src, Ops: []Operator{g}, Ctxs: []*Context{ctx},
-		Ports: g.Ports(), Gate: g, Opts: TaskOptions{MaxDelay: time.Hour}}
-	if err := st.Open(); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := burstTask(t, 5)
 	if !st.Ready(time.Now()) {
 		t.Fatal("a source with records due is not ready")
 	}
