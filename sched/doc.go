@@ -44,11 +44,10 @@
 // tasks' idle time, at the first Pause after a task that implements Readier
 // says it has work (a frame in an input ring, a deadline passed): at light
 // load a record that arrives meanwhile waits for a Pause, not for the rest
-// of a slice. Why not a thread of its
-// own: on a machine whose cores the pinned workers keep, such a thread runs
-// in a worker's place for a kernel time slice (or until it yields, which
-// costs it its turn for a long time), and the records queued for that
-// worker wait as long. A worker with background work does not exit until
+// of a slice. Why not a thread of its own: on a machine whose cores the
+// pinned workers keep, such a thread runs in a worker's place for a kernel
+// time slice (or until it yields, which costs it its turn for a long time),
+// and the records queued for that worker wait as long. A worker with background work does not exit until
 // the work is done; when the pool stops, the work sees Pause report false.
 //
 // # Failures

@@ -133,9 +133,10 @@ func (m *manifest) validate() error {
 
 // sortEntries sorts entries by key (compareEntryKeys). It compares packed
 // integers instead of keys: operator ids are ranked once (a job has a few),
-// then each entry is (kind, id rank) and (a, b) — a thousand entries sort in
-// tens of microseconds, where sorting the 56-byte entries themselves with
-// compareEntryKeys took half a millisecond of a worker's time.
+// then each entry is (kind, id rank) and (a, b). Sorting the 56-byte
+// entries themselves, through their encodings, was most of the 600µs a
+// manifest of 1,150 entries took to build on a worker's thread; build now
+// takes ~400µs, in pieces (see Pending.build).
 func sortEntries(entries []manifestEntry) {
 	var ops []string
 	rank := func(op string) int {
