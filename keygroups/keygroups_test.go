@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/ringflow/ringflow/internal/testseed"
-
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
 var seeds = testseed.Flag("keygroups.seed", "KEYGROUPS_SEED")

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ringflow/ringflow/internal/testseed"
-
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
 var seeds = testseed.Flag("snapshot.seed", "SNAPSHOT_SEED")

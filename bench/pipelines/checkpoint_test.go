@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringflow/ringflow/internal/testseed"
-
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
 var seeds = testseed.Flag("pipelines.seed", "")

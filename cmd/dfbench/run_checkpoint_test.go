@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringflow/ringflow/internal/testseed"
-
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
 var seeds = testseed.Flag("run.seed", "")

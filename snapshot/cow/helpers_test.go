@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ringflow/ringflow/internal/testseed"
-
 	"github.com/ringflow/ringflow/keygroups"
 )
 

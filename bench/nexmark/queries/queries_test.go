@@ -9,11 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ringflow/ringflow/internal/testseed"
-
 	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/nexmark"
 	"github.com/ringflow/ringflow/bench/nexmark/oracle"
+	"github.com/ringflow/ringflow/internal/testseed"
 )
 
 var testEvents = flag.Uint64("nexmark.events", 100_000, "events per query test run")
