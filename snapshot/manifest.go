@@ -138,38 +138,23 @@ func (m *manifest) validate() error {
 // manifest of 1,150 entries took to build on a worker's thread; build now
 // takes ~400µs, in pieces (see Pending.build).
 func sortEntries(entries []manifestEntry) {
-	var ops []string
-	rank := func(op string) int {
-		for i, o := range ops {
-			if o == op {
-				return i
-			}
+	var ops []string // the operator ids, in entry-key order
+	for _, e := range entries {
+		if !slices.Contains(ops, e.key.op) {
+			ops = append(ops, e.key.op)
 		}
-		ops = append(ops, op)
-		return len(ops) - 1
 	}
+	slices.SortFunc(ops, func(x, y string) int {
+		return compareEntryKeys(entryKey{op: x}, entryKey{op: y})
+	})
 	type packed struct {
-		hi, lo uint64
+		hi, lo uint64 // kind and id rank; a and b
 		i      int
 	}
 	keys := make([]packed, len(entries))
 	for i, e := range entries {
-		keys[i] = packed{hi: uint64(rank(e.key.op)), lo: uint64(e.key.a)<<32 | uint64(e.key.b), i: i}
-	}
-	// Ranks in key order, then the kind above them.
-	order := make([]int, len(ops))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(x, y int) int {
-		return compareEntryKeys(entryKey{op: ops[x]}, entryKey{op: ops[y]})
-	})
-	rankOf := make([]uint64, len(ops))
-	for r, i := range order {
-		rankOf[i] = uint64(r)
-	}
-	for i := range keys {
-		keys[i].hi = uint64(entries[keys[i].i].key.kind)<<32 | rankOf[keys[i].hi]
+		rank := slices.Index(ops, e.key.op)
+		keys[i] = packed{hi: uint64(e.key.kind)<<32 | uint64(rank), lo: uint64(e.key.a)<<32 | uint64(e.key.b), i: i}
 	}
 	slices.SortFunc(keys, func(x, y packed) int {
 		return cmp.Or(cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo))

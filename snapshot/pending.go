@@ -483,7 +483,7 @@ func (s *Store) checkNewest(id uint64) error {
 
 // build returns the validated manifest, the newly written blobs keyed for
 // the store, and the manifest's encoding. It calls pause (not nil) between
-// its steps, each of which takes up to ~100µs with a thousand entries.
+// its steps, each of which takes ~150µs with a thousand entries.
 func (p *Pending) build(meta Meta, pause func() error) (*manifest, []sstKV, []byte, error) {
 	m := &manifest{id: p.id, meta: meta.clone()}
 	p.mu.Lock()
