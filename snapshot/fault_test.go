@@ -140,8 +140,8 @@ func TestWriteFaults(t *testing.T) {
 			}
 			// Nothing leaked: no staging files, and every blob in Pebble is
 			// referenced (garbage whose deletion failed was retried).
-			if names, err := mem.List("state/staging"); err != nil || len(names) != 0 {
-				t.Fatalf("staging dir holds %q (%v), want nothing", names, err)
+			if names := stagedFiles(t, s); len(names) != 0 {
+				t.Fatalf("staging dir holds %q besides the next checkpoint's file, want nothing", names)
 			}
 			s.mu.Lock()
 			refs := len(s.mu.refs)
@@ -236,5 +236,50 @@ func TestDiskFull(t *testing.T) {
 	expectLatest(t, s, 5)
 	if st := s.Stats(); st.Failed != 3 || st.Committed != 2 {
 		t.Fatalf("stats %+v, want 3 failed and 2 committed", st)
+	}
+}
+
+// TestBlobFileMadeAhead: a commit creates the staging file of the next
+// checkpoint's blobs, so Begin creates nothing; when that creation fails,
+// the commit still succeeds and Begin creates the file itself, and when
+// that fails too, the checkpoint fails naming it and the next one succeeds.
+func TestBlobFileMadeAhead(t *testing.T) {
+	inj := &faultInjector{}
+	s, _ := openTest(t, errorfs.Wrap(vfs.NewMem(), inj), 2)
+	defer s.Close()
+	commitFull(t, s, 1, 4, 1, 1000)
+
+	inj.arm(errorfs.OpCreate, "state/staging/", errorfs.ErrInjected)
+	p := s.mustBegin(t, 2)
+	if injected := inj.disarm(); injected != "" {
+		t.Fatalf("Begin(2) created %q; the last commit should have made it", injected)
+	}
+	p.Abort()
+
+	// The file made ahead is gone (taken and written by a checkpoint);
+	// the commit's attempt at the next one fails.
+	inj.arm(errorfs.OpCreate, "state/staging/ckpt-blobs-", errorfs.ErrInjected)
+	if err := commitVersion(s, 3); err != nil {
+		t.Fatalf("Commit(3) with the next checkpoint's file failing: %v", err)
+	}
+	if injected := inj.disarm(); injected == "" {
+		t.Fatal("Commit(3) did not make the next checkpoint's file")
+	}
+	expectLatest(t, s, 3)
+
+	// Begin must create it now, and fails to: the checkpoint fails.
+	inj.arm(errorfs.OpCreate, "state/staging/ckpt-blobs-", errorfs.ErrInjected)
+	err := commitVersion(s, 4)
+	injected := inj.disarm()
+	if injected == "" || err == nil || !errors.Is(err, errorfs.ErrInjected) || !strings.Contains(err.Error(), "checkpoint 4") {
+		t.Fatalf("Commit(4) with Begin's file failing (%q) = %v; want an error naming checkpoint 4", injected, err)
+	}
+	expectLatest(t, s, 3)
+	if err := commitVersion(s, 5); err != nil {
+		t.Fatalf("Commit(5): %v", err)
+	}
+	expectLatest(t, s, 5)
+	if names := stagedFiles(t, s); len(names) != 0 {
+		t.Fatalf("staging dir holds %q besides the next checkpoint's file", names)
 	}
 }

@@ -42,6 +42,7 @@ func (s *Store) load() error {
 		s.logger.Errorf("%v; unreferenced blobs stay until the next Open", err)
 	}
 	s.collectGarbage()
+	s.makeBlobFile()
 	return nil
 }
 

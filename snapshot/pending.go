@@ -43,9 +43,9 @@ type Pending struct {
 		// chains maps a key group's base key to its chain length (base
 		// included).
 		chains map[entryKey]int
-		// blobFile is the staging file Begin created for the blobs'
-		// table, until Prepare (or Commit) takes it; blobFileErr why Begin
-		// could not create it. See Store.Begin.
+		// blobFile is the staging file Begin took for the blobs' table,
+		// until Prepare (or Commit) takes it; blobFileErr why Begin could
+		// not get one. See Store.Begin.
 		blobFile    *stagingFile
 		blobFileErr error
 	}
@@ -67,12 +67,11 @@ func (p *Pending) takeBlobFile() (*stagingFile, error) {
 	return f, err
 }
 
-// dropBlobFile closes and removes the staging file Begin created, if no
-// table was written into it.
+// dropBlobFile gives the staging file Begin took back to the store for
+// the next checkpoint, if no table was written into it.
 func (p *Pending) dropBlobFile() {
 	if f, _ := p.takeBlobFile(); f != nil {
-		_ = f.f.Close()
-		p.s.removeStaged(f.path)
+		p.s.putBlobFile(f)
 	}
 }
 
@@ -465,6 +464,7 @@ func (p *Pending) Commit(meta Meta) error {
 	}
 	s.finishCommitted(p, st.m, size)
 	s.collectGarbage()
+	s.makeBlobFile()
 	return nil
 }
 

@@ -7,14 +7,23 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// stagedFiles lists the staging dir.
+// stagedFiles lists the staging dir, leaving out the empty file the store
+// keeps for the next checkpoint's blobs.
 func stagedFiles(t *testing.T, s *Store) []string {
 	t.Helper()
 	names, err := s.fs.List(s.stagingDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return names
+	s.blobFile.Lock()
+	defer s.blobFile.Unlock()
+	var staged []string
+	for _, name := range names {
+		if f := s.blobFile.f; f == nil || s.fs.PathJoin(s.stagingDir, name) != f.path {
+			staged = append(staged, name)
+		}
+	}
+	return staged
 }
 
 // preparedPending begins checkpoint id with key groups [0, kgs) of "count"

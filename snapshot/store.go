@@ -103,6 +103,14 @@ type Store struct {
 	// complete in id order and tombstones never race with new manifests.
 	commitMu sync.Mutex
 
+	// blobFile is an empty staging file made ahead for the next
+	// checkpoint's table of blobs (see Begin).
+	blobFile struct {
+		sync.Mutex
+		f      *stagingFile
+		closed bool // Close has run: a file made late is removed
+	}
+
 	mu struct {
 		sync.Mutex
 		closed   bool
@@ -257,6 +265,14 @@ func (s *Store) Close() error {
 	for _, p := range pending {
 		p.abort(ErrClosed)
 	}
+	s.blobFile.Lock()
+	f := s.blobFile.f
+	s.blobFile.f, s.blobFile.closed = nil, true
+	s.blobFile.Unlock()
+	if f != nil {
+		_ = f.f.Close()
+		s.removeStaged(f.path)
+	}
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	err := s.db.Close()
@@ -272,19 +288,22 @@ func (s *Store) Begin(id uint64) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	// NB: the staging file of the checkpoint's blob table is created here,
-	// on the caller's thread (a job's coordinator), rather than by Prepare
-	// on a job's worker: creating a file took 80–240 µs in the kernel, once
-	// 3.9 ms, and the worker's records waited that long. If it fails, the
-	// checkpoint fails when it has blobs to write, with this error.
-	f, err := s.createStaging(fmt.Sprintf("ckpt-%d", id))
+	// NB: the staging file of the checkpoint's blob table is not created
+	// by Prepare on a job's worker: creating a file took 80–240 µs in the
+	// kernel, once 3.9 ms, and the worker's records waited that long. Nor
+	// is it created here, as the checkpoint starts: the caller's thread
+	// then takes a worker's core while the barriers are in flight, and the
+	// records of every input channel wait for the late barrier. The last
+	// commit made it ahead (see makeBlobFile); only when that failed is it
+	// created here. If that fails too, the checkpoint fails when it has
+	// blobs to write, with this error.
+	f, err := s.takeBlobFile()
 	p.mu.Lock()
 	switch {
 	case err != nil:
 		p.mu.blobFileErr = err
 	case p.mu.done: // aborted meanwhile (Close)
-		_ = f.f.Close()
-		s.removeStaged(f.path)
+		s.putBlobFile(f)
 	default:
 		p.mu.blobFile = f
 	}
@@ -427,6 +446,56 @@ func (s *Store) stage(db *pebble.DB, name string, into *stagingFile, kvs []sstKV
 		return "", 0, err
 	}
 	return into.path, n, nil
+}
+
+// blobFileName names the staging files of blob tables; which checkpoint
+// will use one is not known when it is made.
+const blobFileName = "ckpt-blobs"
+
+// takeBlobFile returns the staging file made ahead for a blob table, or
+// creates one if there is none.
+func (s *Store) takeBlobFile() (*stagingFile, error) {
+	s.blobFile.Lock()
+	f := s.blobFile.f
+	s.blobFile.f = nil
+	s.blobFile.Unlock()
+	if f != nil {
+		return f, nil
+	}
+	return s.createStaging(blobFileName)
+}
+
+// makeBlobFile creates the staging file for the next checkpoint's blob
+// table, unless there is one. A failure is only logged: Begin tries
+// again.
+func (s *Store) makeBlobFile() {
+	s.blobFile.Lock()
+	have := s.blobFile.f != nil
+	s.blobFile.Unlock()
+	if have {
+		return
+	}
+	f, err := s.createStaging(blobFileName)
+	if err != nil {
+		s.logger.Infof("snapshot: staging file for the next checkpoint: %v; Begin will try again", err)
+		return
+	}
+	s.putBlobFile(f)
+}
+
+// putBlobFile keeps f, an empty staging file, for the next checkpoint; it
+// removes f if the store has one already or is closed.
+func (s *Store) putBlobFile(f *stagingFile) {
+	s.blobFile.Lock()
+	keep := s.blobFile.f == nil && !s.blobFile.closed
+	if keep {
+		s.blobFile.f = f
+	}
+	s.blobFile.Unlock()
+	if !keep {
+		_ = f.f.Close()
+		s.removeStaged(f.path)
+	}
 }
 
 // createStaging creates an empty staging file for a table named name.

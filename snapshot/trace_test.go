@@ -110,7 +110,7 @@ func TestCommitTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	step("Abort(3): only the empty staging file Begin created, removed", func() { s.mustBegin(t, 3).Abort() })
+	step("Abort(3): nothing written; the empty staging file Begin took is kept for the next checkpoint", func() { s.mustBegin(t, 3).Abort() })
 	checkGolden(t, filepath.Join("testdata", "commit_trace"), b.String())
 }
 
