@@ -220,6 +220,54 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 	}
 }
 
+// TestBusySliceIsCapped: after a task step that kept the thread for 4ms
+// (as when the thread was off its core), the next busy slice stays short,
+// not a quarter of the gap (1ms): the records queued meanwhile must not
+// wait for a long slice too.
+func TestBusySliceIsCapped(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var (
+		longStep atomic.Bool
+		budgets  []time.Duration
+	)
+	task := &busyTask{}
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			for range 20 {
+				longStep.Store(true) // the next task step lasts 4ms
+				if !s.Pause() {
+					t.Error("Pause reported a stop")
+					return
+				}
+				budgets = append(budgets, time.Until(s.end))
+				for time.Now().Before(s.end) { // use the slice up
+				}
+			}
+			task.stop.Store(true)
+		})
+	}
+	task.each = func() {
+		if longStep.CompareAndSwap(true, false) {
+			for start := time.Now(); time.Since(start) < 4*time.Millisecond; {
+			}
+		}
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(budgets) == 0 {
+		t.Fatal("the job never resumed")
+	}
+	const want = 250 * time.Microsecond
+	for i, b := range budgets {
+		if b > want {
+			t.Fatalf("slice %d after a 4ms step had %v left, want at most %v (slices: %v)", i, b, want, budgets)
+		}
+	}
+}
+
 // readyTask is idle until its ready flag is set; it then reports Ready, and
 // its next step takes the work and counts it.
 type readyTask struct {
