@@ -125,11 +125,15 @@
 // table. A job prepares on one of its workers, in the worker's spare time
 // (see sched.Worker.Background), and commits on a goroutine of its own,
 // since the syncs and the ingest wait on the disk. For the same reason
-// Begin, called by the job's coordinator, creates the (empty) staging
-// file of the blob table: creating a file waits in the kernel, 80–240 µs
-// and at times milliseconds, which a worker's records would wait too. A
-// failure to create it fails the checkpoint at Prepare or Commit if it
-// has blobs to write; an abort removes the file.
+// the (empty) staging file of the blob table is not created by Prepare:
+// creating a file waits in the kernel, 80–240 µs and at times
+// milliseconds, which a worker's records would wait too. Each commit
+// creates the next checkpoint's file at its end (Open creates the first),
+// away from the moment a checkpoint starts, when the barriers are in
+// flight; Begin takes it, and creates one only if that failed. A failure
+// to create it there fails the checkpoint at Prepare or Commit if it has
+// blobs to write; a checkpoint that ends without using its file gives it
+// back for the next one.
 //
 // Why two tables: each spans only keys that nothing stored overlaps (the
 // blob keys of a new origin; one manifest key), so Pebble places both in
