@@ -220,6 +220,36 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 	}
 }
 
+// TestBusyWorkerKeepsBackgroundWaiting: a job queued while the tasks
+// always have work gets no slice before it has waited bgPatience; then it
+// runs, in slices between the tasks' steps, and finishes.
+func TestBusyWorkerKeepsBackgroundWaiting(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var queued, ran time.Time
+	task := &busyTask{}
+	task.start = func() {
+		queued = time.Now()
+		w.Background(func(s *Slice) {
+			ran = time.Now()
+			for range 10 {
+				s.Pause()
+			}
+			task.stop.Store(true)
+		})
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ran.IsZero() {
+		t.Fatal("the job never ran")
+	}
+	if waited := ran.Sub(queued); waited < bgPatience {
+		t.Errorf("the job ran %v after it was queued on a busy worker, before its patience %v", waited, bgPatience)
+	}
+}
+
 // TestBusySliceIsCapped: after a task step that kept the thread for 4ms
 // (as when the thread was off its core), the next busy slice stays short,
 // not a quarter of the gap (1ms): the records queued meanwhile must not
