@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringflow/ringflow/internal/affinity"
 )
 
 // bgSlice is how long a piece of background work runs, at most (give or
@@ -19,19 +21,20 @@ const bgSlice = 20 * time.Microsecond
 // work finishes under full load too. A slice then lasts 1/bgBusyShare of
 // the time the tasks had since the last one (at least bgSlice, at most
 // bgMaxSlice): background work gets ~1/(bgBusyShare+1) of a busy worker
-// (~20%) while its tasks' steps take up to bgBusyShare*bgMaxSlice, and all
-// of its idle time.
+// (~20%) however long its tasks' steps take, and all of its idle time.
 //
-// NB: the time since the last slice is wall time, and includes any time
-// the worker's thread was off its core. Back from such a gap, the tasks
-// have a backlog, and a slice of a quarter of the gap made it wait longer
-// still: at 1M records/s with checkpoints, slices of 0.2–1.7 ms came after
-// gaps of milliseconds (another process on the core), until bgMaxSlice
-// came down from 2 ms.
+// NB: "the time the tasks had" is the wall time since the last slice, or
+// the thread's CPU time if that is less: time the thread spent off its
+// core is time nobody worked. Back from such a gap the tasks have a
+// backlog, and a slice of a quarter of the gap made it wait longer still:
+// at 1M records/s with checkpoints, slices of 0.2–1.7 ms came after gaps
+// of milliseconds (another process on the core). Capping every slice at
+// 100µs instead starved the write-out where the steps are long (a slow
+// sink's batches take milliseconds): no checkpoint completed.
 const (
 	bgBusyPeriod = 4 * bgSlice
 	bgBusyShare  = 4
-	bgMaxSlice   = 100 * time.Microsecond
+	bgMaxSlice   = 2 * time.Millisecond
 )
 
 // bgPatience is how long background work waits for the tasks' idle time
@@ -97,6 +100,8 @@ type background struct {
 	stop func()
 	cur  *Slice
 	last time.Time // when the worker last ran a slice; zero after the last job
+	// lastCPU is the thread's CPU clock when the last busy slice started.
+	lastCPU time.Duration
 }
 
 // Background queues job to run on the worker's own thread, in slices of
@@ -145,8 +150,19 @@ func (w *Worker) BackgroundPending() int { return int(w.bg.pending.Load()) }
 func (w *Worker) runBackground(now time.Time, busy bool) {
 	b := &w.bg
 	slice := bgSlice
-	if busy && !b.last.IsZero() {
-		slice = min(max(slice, now.Sub(b.last)/bgBusyShare), bgMaxSlice)
+	if busy {
+		// NB: the CPU clock is read for busy slices only (a system call);
+		// after idle slices lastCPU is older than last, and the wall time
+		// is the smaller.
+		cpu := affinity.ThreadCPU()
+		if !b.last.IsZero() {
+			had := now.Sub(b.last)
+			if cpu > 0 && b.lastCPU > 0 {
+				had = min(had, cpu-b.lastCPU)
+			}
+			slice = min(max(slice, had/bgBusyShare), bgMaxSlice)
+		}
+		b.lastCPU = cpu
 	}
 	b.last = now
 	if b.next == nil {

@@ -1,7 +1,9 @@
 package affinity
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,5 +26,24 @@ func TestPin(t *testing.T) {
 	unpin()
 	if _, err := Pin(1 << 20); err == nil {
 		t.Error("pinning to a CPU that does not exist succeeded")
+	}
+}
+
+// TestThreadCPU: the thread's CPU clock advances while it computes and
+// stands still while it sleeps.
+func TestThreadCPU(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := ThreadCPU()
+	for begin := time.Now(); time.Since(begin) < 20*time.Millisecond; {
+	}
+	busy := ThreadCPU() - start
+	if busy < 5*time.Millisecond {
+		t.Errorf("20ms of computing advanced the thread's CPU clock by %v", busy)
+	}
+	start = ThreadCPU()
+	time.Sleep(20 * time.Millisecond)
+	if slept := ThreadCPU() - start; slept > 5*time.Millisecond {
+		t.Errorf("20ms of sleep advanced the thread's CPU clock by %v", slept)
 	}
 }
