@@ -92,7 +92,8 @@ type background struct {
 		closed bool // the worker has exited; Background refuses work
 	}
 	pending atomic.Int32 // queued or running jobs
-	// queued is when a job was last queued with none pending (Unix ns).
+	// queued is when a job was last queued with none pending (ns since
+	// bgEpoch, on the monotonic clock).
 	queued atomic.Int64
 
 	// Worker-only.
@@ -129,7 +130,7 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 	// NB: stored before pending rises, so the worker never sees the new
 	// job with an old time; and again if the worker's last job ended
 	// meanwhile.
-	now := time.Now().UnixNano()
+	now := int64(time.Since(bgEpoch))
 	if b.pending.Load() == 0 {
 		b.queued.Store(now)
 	}
@@ -191,8 +192,11 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 // patient reports whether the pending work has waited bgPatience, and may
 // take slices from busy tasks.
 func (b *background) patient(now time.Time) bool {
-	return now.UnixNano()-b.queued.Load() >= int64(bgPatience)
+	return int64(now.Sub(bgEpoch))-b.queued.Load() >= int64(bgPatience)
 }
+
+// bgEpoch is the origin of background.queued.
+var bgEpoch = time.Now()
 
 func (b *background) pop() func(*Slice) {
 	b.mu.Lock()
