@@ -477,7 +477,7 @@ func (s *Store) makeBlobFile() {
 	}
 	f, err := s.createStaging(blobFileName)
 	if err != nil {
-		s.logger.Infof("snapshot: staging file for the next checkpoint: %v; Begin will try again", err)
+		s.logger.Errorf("snapshot: staging file for the next checkpoint: %v; Begin will try again", err)
 		return
 	}
 	s.putBlobFile(f)
