@@ -56,6 +56,10 @@ type Config struct {
 	// Progress, if set, is called about every ProgressInterval from another
 	// goroutine, and once more, with Done set, when the run ends.
 	Progress func(Progress)
+	// KeepSamples keeps every latency sample in Result.Samples, to see
+	// when the slow ones were generated (against the checkpoints'
+	// trigger times, say). About one record in 1024 is a sample.
+	KeepSamples bool
 
 	// The rest applies to ringflow only; the baseline ignores it.
 
@@ -166,6 +170,16 @@ type Result struct {
 	// RestoredFrom is the checkpoint the ringflow job's latest start or
 	// restart restored, 0 if it started afresh.
 	RestoredFrom uint64 `json:"restored_from"`
+	// Samples are the latency samples in generation order, if
+	// Config.KeepSamples was set.
+	Samples []Sample `json:"-"`
+}
+
+// Sample is one sampled record: when its source generated it, and how long
+// it took to reach the sink.
+type Sample struct {
+	GenUnixNano  int64
+	LatencyNanos int64
 }
 
 // Latency summarises sampled latencies, in microseconds.
@@ -215,7 +229,7 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 		defer cancel()
 	}
 	stop := startProgress(c.Progress, produced)
-	sinks.startSampling(c.Warmup)
+	sinks.startSampling(c.Warmup, c.KeepSamples)
 	cpu0 := cpuTime()
 	start := time.Now()
 	var res Result
@@ -234,6 +248,9 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	var hist Histogram
 	res.SinkRecords, res.Checksum = sinks.total(&hist)
 	res.Latency = latencyOf(&hist)
+	if c.KeepSamples {
+		res.Samples = sinks.kept()
+	}
 	res.RecordsPerSec = float64(res.Records) / res.Seconds
 	return res, nil
 }

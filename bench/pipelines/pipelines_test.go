@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ringflow/ringflow"
 )
@@ -195,6 +196,39 @@ func TestWarmup(t *testing.T) {
 		if res.Latency.Samples != 0 || res.SinkRecords != c.Records {
 			t.Errorf("%s: %d samples, %d records out; want 0, %d", res.Engine, res.Latency.Samples, res.SinkRecords, c.Records)
 		}
+	}
+}
+
+// TestKeepSamples checks that a run keeping its samples returns each one
+// the latency figures counted, in generation order and within the run,
+// and that a run that does not keep them returns none.
+func TestKeepSamples(t *testing.T) {
+	for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+		c := Config{Pipeline: "keyed-count", Records: 200_000, Parallelism: 2, Workers: 2, KeepSamples: true}
+		start := time.Now()
+		res, err := run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Latency.Samples == 0 || uint64(len(res.Samples)) != res.Latency.Samples {
+			t.Fatalf("%s: %d samples kept, %d counted", res.Engine, len(res.Samples), res.Latency.Samples)
+		}
+		end := time.Now()
+		for i, s := range res.Samples {
+			switch {
+			case i > 0 && s.GenUnixNano < res.Samples[i-1].GenUnixNano:
+				t.Fatalf("%s: sample %d generated before sample %d", res.Engine, i, i-1)
+			case s.GenUnixNano < start.UnixNano() || s.GenUnixNano > end.UnixNano() || s.LatencyNanos < 0:
+				t.Fatalf("%s: sample %d %+v outside the run [%d, %d]", res.Engine, i, s, start.UnixNano(), end.UnixNano())
+			}
+		}
+		c.KeepSamples = false
+		if res, err := run(context.Background(), c); err != nil || res.Samples != nil {
+			t.Errorf("%s without KeepSamples: %d samples kept (%v)", res.Engine, len(res.Samples), err)
+		}
+	}
+	if size := unsafe.Sizeof(lane{}); size != 128 {
+		t.Errorf("a sink lane is %d bytes, want 128 (one per two cache lines)", size)
 	}
 }
 

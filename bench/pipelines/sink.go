@@ -1,6 +1,8 @@
 package pipelines
 
 import (
+	"cmp"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -46,7 +48,8 @@ type lane struct {
 	sum     uint64
 	hist    *Histogram // allocated at the first sample
 	sampled int64      // samples generated at or before this Unix ns are not recorded
-	_       [96]byte   // a lane per 128 bytes: no two writers share a line
+	kept    *[]Sample  // every sample, when the run keeps them (Config.KeepSamples)
+	_       [88]byte   // a lane per 128 bytes: no two writers share a line
 }
 
 func newLanes(c Config) *lanes {
@@ -87,16 +90,35 @@ func (l *lane) sample(srcNanos int64) {
 	if l.hist == nil {
 		l.hist = new(Histogram)
 	}
-	l.hist.Record(time.Now().UnixNano() - srcNanos)
+	lat := time.Now().UnixNano() - srcNanos
+	l.hist.Record(lat)
+	if l.kept != nil {
+		*l.kept = append(*l.kept, Sample{GenUnixNano: srcNanos, LatencyNanos: lat})
+	}
 }
 
 // startSampling makes the lanes record only the samples generated after
-// warmup from now.
-func (ls *lanes) startSampling(warmup time.Duration) {
+// warmup from now, and keep each of them if keep is set.
+func (ls *lanes) startSampling(warmup time.Duration, keep bool) {
 	from := time.Now().Add(warmup).UnixNano()
 	for i := range ls.l {
 		ls.l[i].sampled = from
+		if keep {
+			ls.l[i].kept = new([]Sample)
+		}
 	}
+}
+
+// kept returns every lane's kept samples in the order they were generated.
+func (ls *lanes) kept() []Sample {
+	var all []Sample
+	for i := range ls.l {
+		if k := ls.l[i].kept; k != nil {
+			all = append(all, *k...)
+		}
+	}
+	slices.SortFunc(all, func(a, b Sample) int { return cmp.Compare(a.GenUnixNano, b.GenUnixNano) })
+	return all
 }
 
 // total returns the count and checksum over every lane, and merges their

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,7 @@ type runFlags struct {
 	json       bool
 	cpuProfile string
 	mode       string // --mode
+	samplesOut string // --samples-out
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -48,13 +50,29 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cleanup()
+	var samples *os.File
+	if f.samplesOut != "" {
+		// NB: created before the run, so that a path that cannot be
+		// written fails at once, not after it.
+		if samples, err = os.Create(f.samplesOut); err != nil {
+			return fmt.Errorf("--samples-out: %w", err)
+		}
+		defer samples.Close()
+	}
 	f.cfg.Progress = progressBar(stderr, f.cfg, "ringflow")
+	f.cfg.KeepSamples = samples != nil
 	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile)
 	if err != nil {
 		return err
 	}
+	if samples != nil {
+		if err := writeSamples(samples, engine.Samples); err != nil {
+			return fmt.Errorf("--samples-out: %w", err)
+		}
+	}
 	var base *pipelines.Result
 	if f.baseline == "chan" {
+		f.cfg.KeepSamples = false
 		f.cfg.Progress = progressBar(stderr, f.cfg, "chan")
 		b, err := pipelines.RunBaseline(ctx, f.cfg)
 		if err != nil {
@@ -102,6 +120,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&c.SinkDir, "sink-dir", "", "write the output, one line per record, through ringflow's transactional file sink into this directory (needs checkpoints)")
 	fs.StringVar(&f.mode, "mode", "exactly-once", "checkpoint mode: exactly-once or at-least-once")
 	fs.Uint64Var(&c.FailAfter, "fail-after", 0, "fail an operator once, after this many records, and recover in place (needs checkpoints)")
+	fs.StringVar(&f.samplesOut, "samples-out", "", "write every latency sample of the ringflow run to this file, as CSV lines of generation time (Unix ns) and latency (ns), in generation order: to place slow records against the checkpoints' trigger times in the --json history")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
 	}
@@ -405,4 +424,15 @@ func printCheckpoints(w io.Writer, c pipelines.Config, e pipelines.Result) error
 	q("alignment", s.Alignment, "ms (per subtask)")
 	_, err := fmt.Fprintf(w, "  state      %.2f MB written, %.2f MB reused\n", float64(s.BytesWritten)/1e6, float64(s.BytesReused)/1e6)
 	return err
+}
+
+// writeSamples writes samples as CSV to w: a header, then one line per
+// sample.
+func writeSamples(w io.Writer, samples []pipelines.Sample) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "gen_unix_ns,latency_ns")
+	for _, s := range samples {
+		fmt.Fprintf(bw, "%d,%d\n", s.GenUnixNano, s.LatencyNanos)
+	}
+	return bw.Flush()
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -104,4 +107,40 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// TestRunSamplesOut checks that --samples-out writes a CSV of the run's
+// latency samples in generation order, and that a path it cannot create
+// fails the command naming the flag, before the run.
+func TestRunSamplesOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "samples.csv")
+	var stdout, stderr bytes.Buffer
+	args := []string{"run", "--pipeline", "keyed-count", "--records", "100000", "--keys", "100", "--samples-out", path}
+	if code := dfbench(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if lines[0] != "gen_unix_ns,latency_ns" || len(lines) < 2 {
+		t.Fatalf("samples file starts %q and has %d lines", lines[0], len(lines))
+	}
+	var prev int64
+	for i, l := range lines[1:] {
+		var gen, lat int64
+		if n, err := fmt.Sscanf(l, "%d,%d", &gen, &lat); n != 2 || err != nil || gen < prev || lat < 0 {
+			t.Fatalf("line %d %q: %d fields (%v), or out of order or negative", i+2, l, n, err)
+		}
+		prev = gen
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	bad := filepath.Join(t.TempDir(), "no-such-dir", "samples.csv")
+	args = []string{"run", "--pipeline", "keyed-count", "--records", "100000", "--samples-out", bad}
+	if code := dfbench(args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "--samples-out") {
+		t.Errorf("%v: exit %d, stderr %q; want a failure naming --samples-out", args, code, stderr.String())
+	}
 }
