@@ -251,6 +251,39 @@ func TestBusyWorkerKeepsBackgroundWaiting(t *testing.T) {
 	}
 }
 
+// TestFirstBusySliceAfterPatienceIsShort: a job that started in the
+// tasks' idle time and then waited out its patience behind busy tasks
+// gets an ordinary first busy slice, not a quarter of the patience: the
+// time it waited is not time it is owed (a 2ms slice after the barrier's
+// copy-on-write burst stalled the records).
+func TestFirstBusySliceAfterPatienceIsShort(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var (
+		busy   atomic.Bool // the task has work from now on
+		budget time.Duration
+	)
+	task := &readyTask{}
+	task.start = func() {
+		w.Background(func(s *Slice) {
+			s.Pause() // an idle slice: the task has no work yet
+			busy.Store(true)
+			task.ready.Store(true)
+			s.Pause() // back after the patience, in a busy slice
+			budget = time.Until(s.end)
+			task.stop.Store(true)
+		})
+	}
+	task.keep = &busy
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if budget > 250*time.Microsecond {
+		t.Errorf("the first busy slice after the patience had %v, want at most 250µs", budget)
+	}
+}
+
 // busySlices runs a job of 20 slices on a worker whose task's next step,
 // before each slice, sleeps 4ms or computes for 4ms of CPU time, and
 // returns the time each slice had left when the job got the thread.
@@ -338,6 +371,7 @@ type readyTask struct {
 	stop  atomic.Bool
 	start func()
 	began bool
+	keep  *atomic.Bool // if set and true, the task stays ready after a step
 }
 
 func (t *readyTask) Step(time.Time) (Status, error) {
@@ -350,6 +384,9 @@ func (t *readyTask) Step(time.Time) (Status, error) {
 	}
 	if t.ready.CompareAndSwap(true, false) {
 		t.taken.Add(1)
+		if t.keep != nil && t.keep.Load() {
+			t.ready.Store(true)
+		}
 		return Progress, nil
 	}
 	return Idle, nil
