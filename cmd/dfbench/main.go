@@ -4,6 +4,8 @@
 //	dfbench ring [--record-bytes 16] [--batch 256] [--records 100000000] [--json]
 //	dfbench run [--pipeline keyed-count] [--records N | --duration D] [--parallelism P]
 //	            [--workers W] [--keys K] [--rate R] [--baseline chan] [--json] [--cpuprofile FILE]
+//	            [--checkpoint-interval D] [--samples-out FILE]
+//	dfbench phases --samples FILE (--run FILE | --every D) [--over 30us,150us] [--json]
 //	dfbench nexmark [--query q0|q1|q2|q3|q5|q7|q8|q11|all] [--events N] [--rate R] [--parallelism P]
 //	            [--workers W] [--checkpoint-interval D] [--output FILE] [--dump FILE]
 //	            [--baseline chan] [--json] [--cpuprofile FILE]
@@ -30,6 +32,7 @@ var commands = map[string]command{
 	"nexmark": {"run Nexmark queries on ringflow: throughput, cores, output", runNexmark},
 	"compare": {"aligned vs unaligned vs timeout checkpoints under backpressure, with stall profiles", runCompare},
 	"run":     {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
+	"phases":  {"count a run's slow samples by time since the last checkpoint trigger", runPhases},
 }
 
 // errUsage marks errors for which the usage text has already been printed.

@@ -426,11 +426,14 @@ func printCheckpoints(w io.Writer, c pipelines.Config, e pipelines.Result) error
 	return err
 }
 
+// samplesHeader is the first line of a --samples-out file.
+const samplesHeader = "gen_unix_ns,latency_ns"
+
 // writeSamples writes samples as CSV to w: a header, then one line per
 // sample.
 func writeSamples(w io.Writer, samples []pipelines.Sample) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, "gen_unix_ns,latency_ns")
+	fmt.Fprintln(bw, samplesHeader)
 	for _, s := range samples {
 		fmt.Fprintf(bw, "%d,%d\n", s.GenUnixNano, s.LatencyNanos)
 	}
