@@ -37,9 +37,10 @@ const (
 	bgMaxSlice   = 2 * time.Millisecond
 )
 
-// bgPatience is how long background work waits for the tasks' idle time
-// before it claims a share of a busy worker: from when a job is queued on
-// a worker that had none pending. A burst of work for the tasks then runs
+// DefaultBackgroundPatience is how long background work waits for the
+// tasks' idle time before it claims a share of a busy worker, unless
+// Options.BackgroundPatience says otherwise: from when a job is queued on a
+// worker that had none pending. A burst of work for the tasks then runs
 // without slices taken out of it. The write-out of a checkpoint is queued
 // right after the barrier, when the tasks' first write to each page of
 // their state copies it: at 1M records/s a worker's steps took ~1µs per
@@ -47,8 +48,9 @@ const (
 // on top of that pushed it into a backlog: 33–56% of the records sampled
 // in the first millisecond after a barrier, and 8–23% in the next four,
 // took over 30µs; with slices held back 10ms, 25% and 2–5% (1% and under
-// without checkpoints). A checkpoint at full load takes bgPatience longer.
-const bgPatience = 10 * time.Millisecond
+// without checkpoints). Work that must finish at full load takes the
+// patience longer.
+const DefaultBackgroundPatience = 10 * time.Millisecond
 
 // Slice is the handle a piece of background work uses to hand its worker's
 // thread back (see Worker.Background).
@@ -107,8 +109,8 @@ type background struct {
 
 // Background queues job to run on the worker's own thread, in slices of
 // about 20µs between the steps of its tasks: whenever the tasks are idle,
-// and, once the work has waited 10ms, for one slice every ~80µs when they
-// never are. job calls s.Pause between small pieces of its work; when Pause
+// and, once the work has waited the pool's patience (10ms by default), for
+// one slice every ~80µs when they never are. job calls s.Pause between small pieces of its work; when Pause
 // reports false the pool is stopping and job should return. Jobs run one
 // at a time, in the order queued.
 //
@@ -161,7 +163,7 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 			// owed to it: a first busy slice of a quarter of it (2 ms)
 			// stalled the records right after a barrier's copy-on-write
 			// burst.
-			had := min(now.Sub(b.last), now.Sub(b.patientFrom()))
+			had := min(now.Sub(b.last), now.Sub(w.patientFrom()))
 			if cpu > 0 && b.lastCPU > 0 {
 				had = min(had, cpu-b.lastCPU)
 			}
@@ -193,13 +195,14 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 	}
 }
 
-// patient reports whether the pending work has waited bgPatience, and may
-// take slices from busy tasks.
-func (b *background) patient(now time.Time) bool { return !now.Before(b.patientFrom()) }
+// patient reports whether the pending work has waited the pool's
+// patience, and may take slices from busy tasks.
+func (w *Worker) patient(now time.Time) bool { return !now.Before(w.patientFrom()) }
 
-// patientFrom is when the pending work will have waited bgPatience.
-func (b *background) patientFrom() time.Time {
-	return bgEpoch.Add(time.Duration(b.queued.Load()) + bgPatience)
+// patientFrom is when the pending work will have waited the pool's
+// patience.
+func (w *Worker) patientFrom() time.Time {
+	return bgEpoch.Add(time.Duration(w.bg.queued.Load()) + w.pool.patience)
 }
 
 // bgEpoch is the origin of background.queued.

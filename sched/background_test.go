@@ -222,10 +222,31 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 }
 
 // TestBusyWorkerKeepsBackgroundWaiting: a job queued while the tasks
-// always have work gets no slice before it has waited bgPatience; then it
-// runs, in slices between the tasks' steps, and finishes.
+// always have work gets no slice before it has waited its patience (the
+// default, or the pool's); then it runs, in slices between the tasks'
+// steps, and finishes.
 func TestBusyWorkerKeepsBackgroundWaiting(t *testing.T) {
-	p := newPool(t, 1)
+	for _, patience := range []time.Duration{0, 3 * DefaultBackgroundPatience} {
+		want := patience
+		if patience == 0 {
+			want = DefaultBackgroundPatience
+		}
+		waited := busyWait(t, patience)
+		if waited < want {
+			t.Errorf("with Options.BackgroundPatience %v the job ran %v after it was queued on a busy worker, before its patience %v",
+				patience, waited, want)
+		}
+	}
+}
+
+// busyWait queues a job on a worker whose task always has work, in a pool
+// with the given patience, and returns how long the job waited to run.
+func busyWait(t *testing.T, patience time.Duration) time.Duration {
+	t.Helper()
+	p, err := New(Options{Workers: 1, NoPin: true, BackgroundPatience: patience})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := p.Workers()[0]
 	var queued, ran time.Time
 	task := &busyTask{}
@@ -246,9 +267,7 @@ func TestBusyWorkerKeepsBackgroundWaiting(t *testing.T) {
 	if ran.IsZero() {
 		t.Fatal("the job never ran")
 	}
-	if waited := ran.Sub(queued); waited < bgPatience {
-		t.Errorf("the job ran %v after it was queued on a busy worker, before its patience %v", waited, bgPatience)
-	}
+	return ran.Sub(queued)
 }
 
 // TestFirstBusySliceAfterPatienceIsShort: a job that started in the

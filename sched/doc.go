@@ -40,19 +40,20 @@
 // 20µs: whenever the worker's tasks are idle, and, when they never are, for
 // 1/4 of the time they had since the last slice (~20% of the worker; time
 // its thread spent off its core does not count), once the work has waited
-// 10ms for idle time (a burst of work for the tasks, such as the page copies
-// after a checkpoint's barrier, runs without slices taken out of it). The
-// work calls Slice.Pause every few microseconds; the slice ends at the first
-// Pause after its time is up, or, for a slice in the tasks' idle time, at
-// the first Pause after a task that implements Readier says it has work (a
-// frame in an input ring, a deadline passed): at light load a record that
-// arrives meanwhile waits for a Pause, not for the rest of a slice. Why not
-// a thread of its own: on a machine whose cores the pinned workers keep,
-// such a thread runs in a worker's place for a kernel time slice (or until
-// it yields, which costs it its turn for a long time), and the records
-// queued for that worker wait as long. A worker with background work does
-// not exit until the work is done; when the pool stops, the work sees Pause
-// report false.
+// for idle time for the pool's patience (Options.BackgroundPatience, 10ms by
+// default) (a burst of work for the tasks, such as the page copies after a
+// checkpoint's barrier, runs without slices taken out of it). The work calls
+// Slice.Pause every few microseconds; the slice ends at the first Pause
+// after its time is up, or, for a slice in the tasks' idle time, at the
+// first Pause after a task that implements Readier says it has work (a frame
+// in an input ring, a deadline passed): at light load a record that arrives
+// meanwhile waits for a Pause, not for the rest of a slice. Why not a thread
+// of its own: on a machine whose cores the pinned workers keep, such a
+// thread runs in a worker's place for a kernel time slice (or until it
+// yields, which costs it its turn for a long time), and the records queued
+// for that worker wait as long. A worker with background work does not exit
+// until the work is done; when the pool stops, the work sees Pause report
+// false.
 //
 // # Failures
 //

@@ -56,6 +56,11 @@ type Options struct {
 	Workers int
 	// NoPin leaves worker threads unpinned (they are still locked).
 	NoPin bool
+	// BackgroundPatience is how long background work waits for the tasks'
+	// idle time before it takes slices from busy tasks (see
+	// DefaultBackgroundPatience, the value when this is 0; negative: no
+	// wait). Keep it well under the period at which such work arrives.
+	BackgroundPatience time.Duration
 }
 
 // Pool is a set of workers running a fixed set of tasks.
@@ -64,6 +69,8 @@ type Pool struct {
 	cpus    []int
 	spin    bool
 	stopped atomic.Bool
+	// patience is Options.BackgroundPatience, defaulted.
+	patience time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -84,7 +91,10 @@ func New(opts Options) (*Pool, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("sched: %d workers: need at least 1", n)
 	}
-	p := &Pool{spin: n <= len(cpus)}
+	p := &Pool{spin: n <= len(cpus), patience: max(opts.BackgroundPatience, 0)}
+	if opts.BackgroundPatience == 0 {
+		p.patience = DefaultBackgroundPatience
+	}
 	if !opts.NoPin {
 		p.cpus = cpus
 	}

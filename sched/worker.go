@@ -79,8 +79,9 @@ func (w *Worker) run() {
 		w.live = live
 		if w.bg.pending.Load() > 0 {
 			// Background work runs when the tasks are idle, and, once it
-			// has waited bgPatience, every bgBusyPeriod when they are not.
-			if now := time.Now(); !progress || now.Sub(w.bg.last) >= bgBusyPeriod && w.bg.patient(now) {
+			// has waited the pool's patience, every bgBusyPeriod when they
+			// are not.
+			if now := time.Now(); !progress || now.Sub(w.bg.last) >= bgBusyPeriod && w.patient(now) {
 				w.runBackground(now, progress)
 				idle = 0
 				continue
