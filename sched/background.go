@@ -158,12 +158,12 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 		// after idle slices lastCPU is older than last, and the wall time
 		// is the smaller.
 		cpu := affinity.ThreadCPU()
-		if !b.last.IsZero() {
-			// NB: the time the work spent waiting out its patience is not
-			// owed to it: a first busy slice of a quarter of it (2 ms)
-			// stalled the records right after a barrier's copy-on-write
-			// burst.
-			had := min(now.Sub(b.last), now.Sub(w.patientFrom()))
+		// NB: the first busy slice after the work's patience ran out is an
+		// ordinary one: the time it waited is not owed to it (a quarter of
+		// it, 2 ms, stalled the records right after a barrier's
+		// copy-on-write burst).
+		if !b.last.IsZero() && !b.last.Before(w.patientFrom()) {
+			had := now.Sub(b.last)
 			if cpu > 0 && b.lastCPU > 0 {
 				had = min(had, cpu-b.lastCPU)
 			}
