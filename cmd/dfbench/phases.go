@@ -34,8 +34,8 @@ type phaseRow struct {
 
 func runPhases(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dfbench phases", flag.ContinueOnError)
-	samplesPath := fs.String("samples", "", "latency samples written by `dfbench run --samples-out` (required)")
-	runPath := fs.String("run", "", "the same run's `dfbench run --json` output, for its checkpoints' trigger times")
+	samplesPath := fs.String("samples", "", "`file` of latency samples written by dfbench run --samples-out (required)")
+	runPath := fs.String("run", "", "`file` holding the same run's dfbench run --json output, for its checkpoints' trigger times")
 	every := fs.Duration("every", 0, "without --run, or for a run without checkpoints: cut the samples into phases of this period from the first sample (to compare with a run with checkpoints)")
 	overFlag := fs.String("over", "30us,150us", "latency bounds to count samples over, comma-separated")
 	asJSON := fs.Bool("json", false, "print a JSON array of phases instead of a table")
