@@ -152,8 +152,8 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
 		// NB: a checkpoint's write-out waits for the tasks' idle time for
-		// at most a quarter of the interval, so that checkpoints keep up
-		// with a short one.
+		// at most a quarter of the interval (and the default patience), so
+		// that checkpoints keep up with a short one.
 		opts.BackgroundPatience = min(sched.DefaultBackgroundPatience, iv/4)
 		if opts.BackgroundPatience <= 0 {
 			opts.BackgroundPatience = -1

@@ -48,9 +48,12 @@ const (
 // on top of that pushed it into a backlog: 33–56% of the records sampled
 // in the first millisecond after a barrier, and 8–23% in the next four,
 // took over 30µs; with slices held back 10ms, 25% and 2–5% (1% and under
-// without checkpoints). Work that must finish at full load takes the
-// patience longer.
-const DefaultBackgroundPatience = 10 * time.Millisecond
+// without checkpoints). Busy slices hurt later in the write-out too, and
+// at that load the work does not need them (idle slices finish it): held
+// back 60ms rather than 10ms, the samples over 150µs generated 20–100ms
+// after a barrier went from 105 to 62 in six runs, and checkpoints took
+// no longer. Work that must finish at full load takes the patience longer.
+const DefaultBackgroundPatience = 60 * time.Millisecond
 
 // Slice is the handle a piece of background work uses to hand its worker's
 // thread back (see Worker.Background).
@@ -109,7 +112,7 @@ type background struct {
 
 // Background queues job to run on the worker's own thread, in slices of
 // about 20µs between the steps of its tasks: whenever the tasks are idle,
-// and, once the work has waited the pool's patience (10ms by default), for
+// and, once the work has waited the pool's patience (60ms by default), for
 // one slice every ~80µs when they never are. job calls s.Pause between small pieces of its work; when Pause
 // reports false the pool is stopping and job should return. Jobs run one
 // at a time, in the order queued.

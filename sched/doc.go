@@ -40,7 +40,7 @@
 // 20µs: whenever the worker's tasks are idle, and, when they never are, for
 // 1/4 of the time they had since the last slice (~20% of the worker; time
 // its thread spent off its core does not count), once the work has waited
-// for idle time for the pool's patience (Options.BackgroundPatience, 10ms by
+// for idle time for the pool's patience (Options.BackgroundPatience, 60ms by
 // default) (a burst of work for the tasks, such as the page copies after a
 // checkpoint's barrier, runs without slices taken out of it). The work calls
 // Slice.Pause every few microseconds; the slice ends at the first Pause
