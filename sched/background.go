@@ -113,9 +113,9 @@ type background struct {
 // Background queues job to run on the worker's own thread, in slices of
 // about 20µs between the steps of its tasks: whenever the tasks are idle,
 // and, once the work has waited the pool's patience (60ms by default), for
-// one slice every ~80µs when they never are. job calls s.Pause between small pieces of its work; when Pause
-// reports false the pool is stopping and job should return. Jobs run one
-// at a time, in the order queued.
+// one slice every ~80µs when they never are. job calls s.Pause between
+// small pieces of its work; when Pause reports false the pool is stopping
+// and job should return. Jobs run one at a time, in the order queued.
 //
 // This is where a task's work that must not delay its records goes (the
 // write-out of a checkpoint): on a machine whose cores the workers keep,

@@ -57,8 +57,10 @@ func runPhases(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *samplesPath == "":
 		return bad("--samples is required")
-	case *every < 0:
-		return bad("--every %v: must be positive", *every)
+	case *every < 0 || *every > 0 && *every < time.Millisecond:
+		// NB: the grid has one point per period of the run; a nanosecond
+		// period would have billions.
+		return bad("--every %v: must be at least 1ms", *every)
 	case *runPath == "" && *every == 0:
 		return bad("give --run (a run with checkpoints) or --every")
 	}

@@ -78,6 +78,8 @@ func TestPhasesErrors(t *testing.T) {
 	}{
 		{[]string{}, 2, "--samples is required"},
 		{[]string{"--samples", good}, 2, "give --run"},
+		{[]string{"--samples", good, "--every", "1ns"}, 2, "--every 1ns: must be at least 1ms"},
+		{[]string{"--samples", good, "--every", "-1s"}, 2, "--every -1s: must be at least 1ms"},
 		{[]string{"--samples", good, "--every", "1s", "--over", "fast"}, 2, `--over "fast"`},
 		{[]string{"--samples", notSamples, "--every", "1s"}, 1, "not a `dfbench run --samples-out` file"},
 		{[]string{"--samples", badLine, "--every", "1s"}, 1, `bad.csv:3: "three,4" is not two integers`},
