@@ -76,7 +76,9 @@
 // time among its key's records in the window, and a join pair the newer of
 // its two records' times: their latency includes waiting for the window to
 // close, which, because event time is generated rather than wall time,
-// depends on the throughput.
+// depends on the throughput. With Config.KeepSamples the run also returns
+// every sample (generation time and latency) in Result.Samples, to place
+// the slow ones against the checkpoints' trigger times.
 //
 // # The baseline
 //
