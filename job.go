@@ -36,6 +36,11 @@ type Config struct {
 	MaxBatchDelay time.Duration
 	// NoPin leaves worker threads unpinned.
 	NoPin bool
+	// NoSteal keeps each task on its own worker's thread even while the
+	// kernel has given that thread's core to another thread; by default an
+	// idle worker runs the tasks of a worker whose thread is away (see
+	// package sched).
+	NoSteal bool
 	// Checkpoint configures checkpoints; they are off unless
 	// Checkpoint.Interval is positive.
 	Checkpoint CheckpointConfig

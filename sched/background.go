@@ -122,8 +122,10 @@ type background struct {
 // another thread doing it would take a worker's core for a whole kernel
 // time slice, and the records queued for that worker would wait as long.
 //
-// job may block only briefly (a mutex), never on I/O. Background returns
-// false, and does not run job, once the worker has exited.
+// job may block only briefly (a mutex), never on I/O. It must not touch
+// what the worker's tasks own without synchronising with them: while it
+// runs, an idle peer may step those tasks (see the package doc). Background
+// returns false, and does not run job, once the worker has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
 	b.mu.Lock()

@@ -3,10 +3,32 @@
 // Each worker is a goroutine locked to its OS thread and pinned, with
 // sched_setaffinity, to one CPU of the process's affinity mask (worker i to
 // the i-th usable CPU, round robin). Tasks are assigned to workers when the
-// pool starts and never move. A worker visits its tasks in turn; each visit
-// is one call to Task.Step, which does a bounded amount of work and says
-// whether it made progress. A task is expected to run only when it can: an
-// input has a frame and every output has room (availability, not blocking).
+// pool starts; a worker visits its tasks in turn; each visit is one call to
+// Task.Step, which does a bounded amount of work and says whether it made
+// progress. A task is expected to run only when it can: an input has a
+// frame and every output has room (availability, not blocking).
+//
+// # Taking over a worker whose thread is away
+//
+// A pinned thread that loses its core cannot run anywhere else. On a
+// machine whose cores the workers keep, any other thread that becomes
+// runnable — a checkpoint's commit in a file system call, the Go runtime,
+// another process — takes a worker's core until it blocks or a scheduler
+// tick preempts it, milliseconds at times, and the records queued for that
+// worker's tasks would wait as long. So a worker whose own tasks are idle
+// looks at its peers: one that is idle too but has not been round its loop
+// for 10µs, or that sleeps past its deadline or after its doorbell rang,
+// is away, and the idle worker polls its tasks once, then looks again
+// after its own next poll (Worker.Stolen counts these polls;
+// Options.NoSteal turns them off).
+//
+// Each worker's tasks have a lock, held by whichever thread steps them or
+// runs the worker's background work (which shares their state). A worker
+// keeps its own lock while its tasks make progress and while it runs
+// background work, so that under load it costs nothing; it lets go of it
+// only when idle, and can therefore only be taken over between steps,
+// never half-way through one. The lock orders the tasks' memory between
+// the threads: a task still sees its steps one at a time and in order.
 //
 // # Idling: spin, yield, park
 //

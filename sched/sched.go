@@ -61,6 +61,10 @@ type Options struct {
 	// DefaultBackgroundPatience, the value when this is 0; negative: no
 	// wait). Keep it well under the period at which such work arrives.
 	BackgroundPatience time.Duration
+	// NoSteal keeps every task on its own worker's thread, even while the
+	// kernel has given that thread's core to another thread (see the
+	// package doc, "Taking over a worker whose thread is away").
+	NoSteal bool
 }
 
 // Pool is a set of workers running a fixed set of tasks.
@@ -68,6 +72,7 @@ type Pool struct {
 	workers []*Worker
 	cpus    []int
 	spin    bool
+	noSteal bool
 	stopped atomic.Bool
 	// patience is Options.BackgroundPatience, defaulted.
 	patience time.Duration
@@ -91,7 +96,7 @@ func New(opts Options) (*Pool, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("sched: %d workers: need at least 1", n)
 	}
-	p := &Pool{spin: n <= len(cpus), patience: max(opts.BackgroundPatience, 0)}
+	p := &Pool{spin: n <= len(cpus), noSteal: opts.NoSteal, patience: max(opts.BackgroundPatience, 0)}
 	if opts.BackgroundPatience == 0 {
 		p.patience = DefaultBackgroundPatience
 	}
@@ -112,6 +117,14 @@ func (p *Pool) Workers() []*Worker { return p.workers }
 // fails, or ctx is cancelled. It returns the first failure, or ctx.Err().
 func (p *Pool) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
+	now := int64(time.Since(bgEpoch))
+	for _, w := range p.workers {
+		// NB: set before any worker starts: a peer may run these tasks
+		// before their own thread has begun.
+		w.live = append([]Task(nil), w.tasks...)
+		w.done.Store(len(w.live) == 0)
+		w.seen.Store(now)
+	}
 	for _, w := range p.workers {
 		wg.Add(1)
 		go func() {

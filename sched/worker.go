@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/internal/futex"
+	"golang.org/x/sys/cpu"
 )
 
 // maxPark bounds one sleep of an idle worker.
@@ -31,11 +32,28 @@ type Worker struct {
 	tasks []Task
 	bell  atomic.Uint32 // 1: rung since the worker last looked
 	bg    background
-	live  []Task // the tasks not yet Done; worker-only
 
-	// Statistics, written by the worker only.
+	// held is the tasks' lock: whoever steps them holds it — the
+	// worker's own thread, or a peer while that thread is away or busy
+	// with background work (see steal).
+	held atomic.Bool
+	live []Task      // the tasks not yet Done; under held
+	done atomic.Bool // live is empty
+
+	// The worker's thread publishes where it is, for peers deciding
+	// whether it is away: seen is when it last went round its loop;
+	// parked is set while it sleeps on its doorbell, until wakeAt at the
+	// latest (both in ns since bgEpoch).
+	_      cpu.CacheLinePad
+	seen   atomic.Int64
+	parked atomic.Bool
+	wakeAt atomic.Int64
+	_      cpu.CacheLinePad
+
+	// Statistics.
 	parks    atomic.Int64
-	timeouts int // sleeps in a row that ended by the clock
+	steals   atomic.Int64 // polls of this worker's tasks by a peer
+	timeouts int          // sleeps in a row that ended by the clock; worker-only
 }
 
 // Add assigns t to the worker. Call before Pool.Run.
@@ -46,6 +64,10 @@ func (w *Worker) ID() int { return w.id }
 
 // Parks returns how often the worker has slept on its doorbell.
 func (w *Worker) Parks() int64 { return w.parks.Load() }
+
+// Stolen returns how often a peer has run the worker's tasks while its
+// thread was away.
+func (w *Worker) Stolen() int64 { return w.steals.Load() }
 
 // Wake rings the doorbell: the worker, if asleep, wakes and polls its tasks.
 func (w *Worker) Wake() {
@@ -66,22 +88,50 @@ func (w *Worker) run() {
 		defer unpin()
 	}
 	defer w.closeBackground()
-	live := append([]Task(nil), w.tasks...)
+	// NB: the thread keeps the tasks' lock while they make progress, and
+	// lets go of it when they are idle and while it runs background work:
+	// a peer can then run the tasks if this thread loses its core or is in
+	// a slice of background work (see steal). Under full load that costs
+	// nothing: no atomic read-modify-write per poll.
+	held := false
+	defer func() {
+		// An exited worker keeps its lock: no peer runs its tasks, and its
+		// background work, stopped next, has their state to itself.
+		if !held {
+			w.lockTasks()
+		}
+	}()
 	idle := 0
-	for (len(live) > 0 || w.bg.pending.Load() > 0) && !w.pool.stopped.Load() {
-		var progress bool
-		var err error
-		live, progress, err = w.poll(live)
+	for !(w.done.Load() && w.bg.pending.Load() == 0) && !w.pool.stopped.Load() {
+		now := time.Now()
+		w.seen.Store(int64(now.Sub(bgEpoch)))
+		if !held {
+			if held = w.held.CompareAndSwap(false, true); !held {
+				// A peer is running the tasks; it lets go after one poll.
+				if w.bg.pending.Load() > 0 {
+					w.runBackground(time.Now(), false)
+				} else {
+					w.idleRung(idle)
+				}
+				continue
+			}
+		}
+		progress, err := w.poll(now)
 		if err != nil {
 			w.pool.fail(err)
 			return
 		}
-		w.live = live
 		if w.bg.pending.Load() > 0 {
 			// Background work runs when the tasks are idle, and, once it
 			// has waited the pool's patience, every bgBusyPeriod when they
 			// are not.
 			if now := time.Now(); !progress || now.Sub(w.bg.last) >= bgBusyPeriod && w.patient(now) {
+				// NB: background work does not touch the tasks' state (a
+				// checkpoint's write-out reads frozen snapshots, which any
+				// thread may read while the tasks write), so the lock is
+				// free for a peer meanwhile.
+				w.held.Store(false)
+				held = false
 				w.runBackground(now, progress)
 				idle = 0
 				continue
@@ -91,20 +141,103 @@ func (w *Worker) run() {
 			idle = 0
 			continue
 		}
-		idle++
-		switch {
-		case idle < spinPolls && w.pool.spin:
-			cpuRelax()
-		case idle < spinPolls+yieldPolls:
-			affinity.Yield()
-		default:
-			w.park(live)
+		if idle++; idle >= spinPolls+yieldPolls {
+			w.park() // lets go of the lock
+			held = false
+			continue
 		}
+		w.held.Store(false)
+		held = false
+		if w.steal(now) {
+			idle = 0
+			continue
+		}
+		w.idleRung(idle)
 	}
 }
 
-// ready reports whether one of the live tasks says it has work (see Readier).
+// idleRung waits a little, as the idle ladder's rung says: a PAUSE while
+// spinning is allowed, a sched_yield after.
+func (w *Worker) idleRung(idle int) {
+	if idle < spinPolls && w.pool.spin {
+		cpuRelax()
+	} else {
+		affinity.Yield()
+	}
+	if awayHook != nil {
+		awayHook(w, false)
+	}
+}
+
+// awayHook, when a test sets it, is called where a worker's thread may
+// lose its core without holding its tasks' lock: between idle polls, and
+// (asleep true) after a sleep, with the worker still marked parked.
+var awayHook func(w *Worker, asleep bool)
+
+// stealAfter is how long a worker's thread must have been away from its
+// loop, without holding its tasks' lock, before a peer runs them.
+const stealAfter = 10 * time.Microsecond
+
+// steal runs, once, the tasks of each peer whose thread is away, and
+// reports whether any made progress.
+//
+// A worker's thread is away when the kernel has given its core to another
+// thread — on a machine whose cores the workers keep, a thread of the
+// checkpoint's commit doing a file system call, the Go runtime, another
+// process — or when it has been woken and not yet run. Until it is back
+// (up to a scheduler tick, 4ms at HZ=250, or until the other thread
+// blocks), the records queued for its tasks would wait; a peer that is
+// idle runs them instead. Only a worker idle at the time (no lock held, so
+// no task half-way through a step) can be taken over, and the tasks' lock
+// keeps every task and the worker's background work to one thread at a
+// time, so tasks see their steps in order as before.
+func (w *Worker) steal(now time.Time) bool {
+	if w.pool.noSteal {
+		return false
+	}
+	progress := false
+	for _, p := range w.pool.workers {
+		if p == w || !p.away(now) || !p.held.CompareAndSwap(false, true) {
+			continue
+		}
+		got, err := p.poll(now)
+		if got && p.parked.Load() {
+			// Its announcements on the rings may no longer say what the
+			// tasks wait for; it re-polls and announces anew.
+			p.Wake()
+		}
+		p.held.Store(false)
+		p.steals.Add(1)
+		if err != nil {
+			w.pool.fail(err)
+			return false
+		}
+		progress = progress || got
+	}
+	return progress
+}
+
+// away reports whether p's thread is away from its tasks while they may
+// have work (see steal): idle but not back in its loop for stealAfter, or
+// asleep past its deadline or after its doorbell rang.
+func (p *Worker) away(now time.Time) bool {
+	if p.held.Load() || p.done.Load() {
+		return false
+	}
+	t := int64(now.Sub(bgEpoch))
+	if p.parked.Load() {
+		return p.bell.Load() != 0 || t >= p.wakeAt.Load()
+	}
+	return t-p.seen.Load() >= int64(stealAfter)
+}
+
+// ready reports whether one of the live tasks says it has work (see
+// Readier); false while a peer is running them.
 func (w *Worker) ready(now time.Time) bool {
+	if !w.held.CompareAndSwap(false, true) {
+		return false
+	}
+	defer w.held.Store(false)
 	for _, t := range w.live {
 		if r, ok := t.(Readier); ok && r.Ready(now) {
 			return true
@@ -113,18 +246,21 @@ func (w *Worker) ready(now time.Time) bool {
 	return false
 }
 
-// poll steps every live task once and drops the ones that are done.
-func (w *Worker) poll(live []Task) ([]Task, bool, error) {
-	now := time.Now()
+// poll steps every live task once and drops the ones that are done. The
+// caller holds the tasks' lock.
+func (w *Worker) poll(now time.Time) (bool, error) {
 	progress := false
-	for i := 0; i < len(live); {
-		st, err := step(live[i], now)
+	for i := 0; i < len(w.live); {
+		st, err := step(w.live[i], now)
 		if err != nil {
-			return live, false, err
+			return false, err
 		}
 		switch st {
 		case Done:
-			live = append(live[:i], live[i+1:]...)
+			w.live = append(w.live[:i], w.live[i+1:]...)
+			if len(w.live) == 0 {
+				w.done.Store(true)
+			}
 			progress = true
 			continue
 		case Progress:
@@ -132,7 +268,7 @@ func (w *Worker) poll(live []Task) ([]Task, bool, error) {
 		}
 		i++
 	}
-	return live, progress, nil
+	return progress, nil
 }
 
 func step(t Task, now time.Time) (st Status, err error) {
@@ -141,13 +277,17 @@ func step(t Task, now time.Time) (st Status, err error) {
 }
 
 // park sleeps until a ring rings the doorbell, a task's deadline, or the
-// pool stops; it returns at once if a task turns out to have work.
-func (w *Worker) park(live []Task) {
+// pool stops; it returns at once if a task turns out to have work. It is
+// called holding the tasks' lock and returns without it; while the thread
+// sleeps, the lock is free, so that a peer can run the tasks if the thread
+// is slow to come back after its doorbell or its deadline (see steal).
+func (w *Worker) park() {
+	defer w.held.Store(false)
 	w.bell.Store(0)
 	var deadline time.Time
-	for i, t := range live {
+	for i, t := range w.live {
 		if !t.PrepareToPark() {
-			for _, u := range live[:i] {
+			for _, u := range w.live[:i] {
 				u.Unpark()
 			}
 			return
@@ -167,7 +307,15 @@ func (w *Worker) park(live []Task) {
 	}
 	if wait >= 0 && !w.pool.stopped.Load() {
 		w.parks.Add(1)
+		w.wakeAt.Store(int64(time.Since(bgEpoch) + wait))
+		w.parked.Store(true)
+		w.held.Store(false)
 		futex.Wait((*uint32)(unsafe.Pointer(&w.bell)), 0, wait)
+		if awayHook != nil {
+			awayHook(w, true)
+		}
+		w.lockTasks()
+		w.parked.Store(false)
 		if w.bell.Load() == 0 {
 			w.timeouts++ // woke by the clock, not by a ring or a message
 		} else {
@@ -175,13 +323,25 @@ func (w *Worker) park(live []Task) {
 		}
 		if debugStall > 0 && time.Duration(w.timeouts)*maxPark >= debugStall {
 			w.timeouts = 0
-			for _, t := range live {
+			for _, t := range w.live {
 				fmt.Fprintf(os.Stderr, "sched: worker %d idle %v: %v\n", w.id, debugStall, t)
 			}
 		}
 	}
-	for _, t := range live {
+	for _, t := range w.live {
 		t.Unpark()
+	}
+}
+
+// lockTasks takes the tasks' lock, waiting for a peer that holds it (for
+// one poll of the tasks).
+func (w *Worker) lockTasks() {
+	for i := 0; !w.held.CompareAndSwap(false, true); i++ {
+		if i < spinPolls && w.pool.spin {
+			cpuRelax()
+		} else {
+			affinity.Yield()
+		}
 	}
 }
 

@@ -36,6 +36,9 @@ type Config struct {
 	Workers int
 	// NoPin leaves ringflow's worker threads unpinned (ringflow.Config.NoPin).
 	NoPin bool
+	// NoSteal keeps ringflow's tasks on their own workers' threads
+	// (ringflow.Config.NoSteal).
+	NoSteal bool
 	// Keys is the number of distinct keys; default 100000.
 	Keys uint64
 	// Rate paces the sources to this many records per second in all; 0:

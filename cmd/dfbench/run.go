@@ -109,6 +109,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads, and the baseline's GOMAXPROCS (0: all CPUs)")
 	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the records generated in the run's first D out of the latency figures")
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
+	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
 	fs.StringVar(&f.baseline, "baseline", "", `also run the pipeline on a baseline: "chan" (goroutines and channels)`)
@@ -268,6 +269,9 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	}
 	if c.NoPin {
 		workers += " (unpinned)"
+	}
+	if c.NoSteal {
+		workers += " (no stealing)"
 	}
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %d keys, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, c.Keys, pace)
