@@ -39,18 +39,19 @@ func (t *tidTask) Step(now time.Time) (Status, error) {
 	return st, err
 }
 
-// alternating makes progress on every other step until stop: its worker
-// never parks and polls idle half the time (when it may run a peer's tasks).
+// alternating makes progress on every other step (always: on every step)
+// until stop: its worker never parks.
 type alternating struct {
-	n    int
-	stop *atomic.Bool
+	n      int
+	stop   *atomic.Bool
+	always bool
 }
 
 func (a *alternating) Step(time.Time) (Status, error) {
 	if a.stop.Load() {
 		return Done, nil
 	}
-	if a.n++; a.n%2 == 0 {
+	if a.n++; a.always || a.n%2 == 0 {
 		return Progress, nil
 	}
 	return Idle, nil
@@ -66,6 +67,13 @@ func (a *alternating) Deadline() time.Time { return time.Time{} }
 // is taken; the task finishes once it has taken it. It returns worker 0's
 // thread and the thread that took the work.
 func awayRun(t *testing.T, opts Options, asleep bool) (away, took int32) {
+	return awayRunPeer(t, opts, asleep, "")
+}
+
+// awayRunPeer is awayRun with worker 1 doing more: with peer
+// "background", it also has background work pending until the hook is
+// done; with "busy", its task makes progress at every step.
+func awayRunPeer(t *testing.T, opts Options, asleep bool, peer string) (away, took int32) {
 	t.Helper()
 	opts.Workers, opts.NoPin = 2, true
 	p, err := New(opts)
@@ -102,7 +110,18 @@ func awayRun(t *testing.T, opts Options, asleep bool) (away, took int32) {
 		}()
 	}
 	w0.Add(task)
-	p.Workers()[1].Add(&alternating{stop: &stop})
+	w1 := p.Workers()[1]
+	if peer == "busy" {
+		w1.Add(&alternating{stop: &stop, always: true})
+	} else {
+		w1.Add(&alternating{stop: &stop})
+	}
+	if peer == "background" {
+		w1.Background(func(s *Slice) {
+			for !stop.Load() && s.Pause() {
+			}
+		})
+	}
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +139,25 @@ func TestPeerRunsTasksOfAwayWorker(t *testing.T) {
 	away, took = awayRun(t, Options{NoSteal: true}, false)
 	if took != away {
 		t.Fatalf("with NoSteal, the work was taken by thread %d, want its worker's (%d)", took, away)
+	}
+}
+
+// TestPeerRunsTasksBeforeItsBackgroundWork: an idle worker with background
+// work of its own runs an away peer's tasks first.
+func TestPeerRunsTasksBeforeItsBackgroundWork(t *testing.T) {
+	away, took := awayRunPeer(t, Options{}, false, "background")
+	if took == 0 || took == away {
+		t.Fatalf("work given to a task while its worker's thread (%d) was away was taken by thread %d, want the peer's that had background work", away, took)
+	}
+}
+
+// TestBusyPeerRunsTasksOfAwayWorker: a worker whose own tasks have work at
+// every poll (at light load, a paced source does) still runs an away
+// peer's tasks.
+func TestBusyPeerRunsTasksOfAwayWorker(t *testing.T) {
+	away, took := awayRunPeer(t, Options{}, false, "busy")
+	if took == 0 || took == away {
+		t.Fatalf("work given to a task while its worker's thread (%d) was away was taken by thread %d, want the busy peer's", away, took)
 	}
 }
 

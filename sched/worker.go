@@ -54,6 +54,7 @@ type Worker struct {
 	parks    atomic.Int64
 	steals   atomic.Int64 // polls of this worker's tasks by a peer
 	timeouts int          // sleeps in a row that ended by the clock; worker-only
+	looked   time.Time    // when the worker last looked at its peers; worker-only
 }
 
 // Add assigns t to the worker. Call before Pool.Run.
@@ -121,6 +122,16 @@ func (w *Worker) run() {
 			w.pool.fail(err)
 			return
 		}
+		// A peer's records come before this worker's background work and
+		// its idling, and a worker that has records of its own at every
+		// poll (a paced source) is often lightly loaded; a peer's thread is
+		// rarely away, so look every stealCheck.
+		if now.Sub(w.looked) >= stealCheck {
+			w.looked = now
+			if w.steal(now) {
+				progress = true
+			}
+		}
 		if w.bg.pending.Load() > 0 {
 			// Background work runs when the tasks are idle, and, once it
 			// has waited the pool's patience, every bgBusyPeriod when they
@@ -148,10 +159,6 @@ func (w *Worker) run() {
 		}
 		w.held.Store(false)
 		held = false
-		if w.steal(now) {
-			idle = 0
-			continue
-		}
 		w.idleRung(idle)
 	}
 }
@@ -175,8 +182,12 @@ func (w *Worker) idleRung(idle int) {
 var awayHook func(w *Worker, asleep bool)
 
 // stealAfter is how long a worker's thread must have been away from its
-// loop, without holding its tasks' lock, before a peer runs them.
-const stealAfter = 10 * time.Microsecond
+// loop, without holding its tasks' lock, before a peer runs them; a worker
+// looks at its peers every stealCheck.
+const (
+	stealAfter = 10 * time.Microsecond
+	stealCheck = 5 * time.Microsecond
+)
 
 // steal runs, once, the tasks of each peer whose thread is away, and
 // reports whether any made progress.
