@@ -15,20 +15,23 @@
 // runnable — a checkpoint's commit in a file system call, the Go runtime,
 // another process — takes a worker's core until it blocks or a scheduler
 // tick preempts it, milliseconds at times, and the records queued for that
-// worker's tasks would wait as long. So a worker whose own tasks are idle
-// looks at its peers: one that is idle too but has not been round its loop
-// for 10µs, or that sleeps past its deadline or after its doorbell rang,
-// is away, and the idle worker polls its tasks once, then looks again
-// after its own next poll (Worker.Stolen counts these polls;
-// Options.NoSteal turns them off).
+// worker's tasks would wait as long. So every 5µs, between its own polls,
+// a worker looks at its peers: one that has not been round its loop for
+// 10µs while its tasks' lock is free (its thread lost its core between
+// polls, or is in a piece of background work), or that sleeps past its
+// deadline or after its doorbell rang, is away, and the looker polls its
+// tasks once (Worker.Stolen counts these polls; Options.NoSteal turns
+// them off).
 //
-// Each worker's tasks have a lock, held by whichever thread steps them or
-// runs the worker's background work (which shares their state). A worker
-// keeps its own lock while its tasks make progress and while it runs
-// background work, so that under load it costs nothing; it lets go of it
-// only when idle, and can therefore only be taken over between steps,
-// never half-way through one. The lock orders the tasks' memory between
-// the threads: a task still sees its steps one at a time and in order.
+// Each worker's tasks have a lock, held by whichever thread steps them. A
+// worker keeps its own lock while its tasks make progress, so that under
+// load it costs nothing, and lets go of it when they are idle and while it
+// runs background work, which must therefore not touch what the tasks own
+// (a checkpoint's write-out reads frozen copy-on-write snapshots, which
+// any thread may read while the tasks write). A worker can only be taken
+// over between steps, never half-way through one, and the lock orders the
+// tasks' memory between the threads: a task still sees its steps one at a
+// time and in order.
 //
 // # Idling: spin, yield, park
 //

@@ -195,13 +195,14 @@ const (
 // A worker's thread is away when the kernel has given its core to another
 // thread — on a machine whose cores the workers keep, a thread of the
 // checkpoint's commit doing a file system call, the Go runtime, another
-// process — or when it has been woken and not yet run. Until it is back
-// (up to a scheduler tick, 4ms at HZ=250, or until the other thread
-// blocks), the records queued for its tasks would wait; a peer that is
-// idle runs them instead. Only a worker idle at the time (no lock held, so
-// no task half-way through a step) can be taken over, and the tasks' lock
-// keeps every task and the worker's background work to one thread at a
-// time, so tasks see their steps in order as before.
+// process — when it has been woken and not yet run, or while it is in a
+// piece of background work. Until it is back (up to a scheduler tick, 4ms
+// at HZ=250, or until the other thread blocks), the records queued for its
+// tasks would wait; a peer runs them between its own polls instead. Only
+// a worker whose tasks' lock is free (its tasks were idle, or it is in
+// background work; no task half-way through a step) can be taken over,
+// and the lock keeps each worker's tasks to one thread at a time, so they
+// see their steps in order as before.
 func (w *Worker) steal(now time.Time) bool {
 	if w.pool.noSteal {
 		return false
