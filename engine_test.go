@@ -714,3 +714,31 @@ func TestGenerateSplits(t *testing.T) {
 		diffRows(t, c.sorted(), want)
 	}
 }
+
+// TestWorkerStats: a job reports one scheduler entry per worker; a paced
+// source leaves its workers idle, so they sleep on their doorbells; and
+// with NoSteal no worker ever runs another's tasks.
+func TestWorkerStats(t *testing.T) {
+	for _, noSteal := range []bool{false, true} {
+		job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, NoSteal: noSteal})
+		s := ringflow.Source(job, "gen", ringflow.Generate(func(seq uint64) uint64 { return seq },
+			ringflow.GenOptions{Count: 200, Rate: 2000}))
+		var c collect
+		ringflow.Sink(ringflow.Rebalance(s), "sink", sinkTo(&c, func(v uint64) string { return fmt.Sprint(v) }))
+		run(t, job)
+		stats := job.WorkerStats()
+		if len(stats) != 2 {
+			t.Fatalf("NoSteal %v: %d worker entries, want 2", noSteal, len(stats))
+		}
+		parks := int64(0)
+		for i, w := range stats {
+			parks += w.Parks
+			if noSteal && w.Stolen != 0 {
+				t.Errorf("NoSteal: worker %d's tasks were run by a peer %d times", i, w.Stolen)
+			}
+		}
+		if parks == 0 {
+			t.Errorf("NoSteal %v: no worker slept during a run paced at 2000 records/s: %+v", noSteal, stats)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/sched"
 )
 
 // Config configures a job. The zero value is usable: every field has a
@@ -106,6 +107,45 @@ type Job struct {
 
 	statsMu     sync.Mutex
 	checkpoints []CheckpointStats
+	workers     []WorkerStats // summed over finished attempts
+	pool        *sched.Pool   // the running attempt's, or nil
+}
+
+// WorkerStats is what one worker thread's scheduler did, summed over the
+// job's runs and restarts.
+type WorkerStats struct {
+	// Parks is how often the worker slept on its doorbell (its tasks had
+	// nothing to do).
+	Parks int64
+	// Stolen is how often another worker ran this worker's tasks while
+	// its thread was away from them: off its core, late from a sleep, or
+	// in background work such as a checkpoint's write-out (see package
+	// sched; Config.NoSteal turns this off).
+	Stolen int64
+}
+
+// WorkerStats returns each worker's statistics so far, the running
+// attempt's included.
+func (j *Job) WorkerStats() []WorkerStats {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	out := append([]WorkerStats(nil), j.workers...)
+	if j.pool != nil {
+		out = addWorkerStats(out, j.pool)
+	}
+	return out
+}
+
+// addWorkerStats adds the counters of p's workers to stats, by index.
+func addWorkerStats(stats []WorkerStats, p *sched.Pool) []WorkerStats {
+	for i, w := range p.Workers() {
+		if i == len(stats) {
+			stats = append(stats, WorkerStats{})
+		}
+		stats[i].Parks += w.Parks()
+		stats[i].Stolen += w.Stolen()
+	}
+	return stats
 }
 
 // Restarts returns how often the job restarted after a failure.

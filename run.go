@@ -111,7 +111,13 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		coord.start()
 		defer coord.stop()
 	}
+	j.statsMu.Lock()
+	j.pool = p.pool
+	j.statsMu.Unlock()
 	runErr := p.pool.Run(ctx)
+	j.statsMu.Lock()
+	j.workers, j.pool = addWorkerStats(j.workers, p.pool), nil
+	j.statsMu.Unlock()
 	closeErr := p.closeTasks()
 	if runErr != nil {
 		return runErr

@@ -176,6 +176,9 @@ type Result struct {
 	// Samples are the latency samples in generation order, if
 	// Config.KeepSamples was set.
 	Samples []Sample `json:"-"`
+	// Workers are the ringflow job's per-worker scheduler statistics
+	// (Job.WorkerStats); empty for the baseline.
+	Workers []ringflow.WorkerStats `json:"-"`
 }
 
 // Sample is one sampled record: when its source generated it, and how long

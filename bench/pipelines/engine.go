@@ -70,6 +70,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 	}
 	err := job.Run(ctx)
 	res.Checkpoints, res.Restarts, res.RestoredFrom = job.Checkpoints(), job.Restarts(), job.RestoredFrom()
+	res.Workers = job.WorkerStats()
 	return err
 }
 

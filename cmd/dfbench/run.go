@@ -233,6 +233,14 @@ type runJSON struct {
 	Latency       latencyJSON   `json:"latency_us"`
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
 	Checkpoints   *ckSummary    `json:"checkpoints"` // null without checkpoints
+	Workers       []workerJSON  `json:"workers"`     // ringflow's worker threads
+}
+
+// workerJSON is one ringflow worker's scheduler statistics
+// (ringflow.WorkerStats).
+type workerJSON struct {
+	Parks  int64 `json:"parks"`  // sleeps on its doorbell
+	Stolen int64 `json:"stolen"` // polls of its tasks by another worker while its thread was away
 }
 
 func latencyJSONOf(l pipelines.Latency) latencyJSON {
@@ -244,6 +252,10 @@ func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) r
 		RecordsPerSec: e.RecordsPerSec, Latency: latencyJSONOf(e.Latency)}
 	if c.Checkpoint.Interval > 0 {
 		out.Checkpoints = ckSummaryOf(e)
+	}
+	out.Workers = []workerJSON{}
+	for _, w := range e.Workers {
+		out.Workers = append(out.Workers, workerJSON{Parks: w.Parks, Stolen: w.Stolen})
 	}
 	if base != nil {
 		out.Baseline = &baselineJSON{RecordsPerSec: base.RecordsPerSec, Latency: latencyJSONOf(base.Latency)}

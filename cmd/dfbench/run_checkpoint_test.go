@@ -35,6 +35,10 @@ func TestRunCheckpointJSON(t *testing.T) {
 	}
 	var obj struct {
 		Checkpoints map[string]any `json:"checkpoints"`
+		Workers     []struct {
+			Parks  *int64 `json:"parks"`
+			Stolen *int64 `json:"stolen"`
+		} `json:"workers"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &obj); err != nil {
 		t.Fatalf("%v in %q", err, stdout.String())
@@ -56,6 +60,14 @@ func TestRunCheckpointJSON(t *testing.T) {
 	}
 	if n := len(readPartLines(t, out)); n != 200000 {
 		t.Errorf("sink directory holds %d lines, want one per record: 200000", n)
+	}
+	if len(obj.Workers) == 0 {
+		t.Errorf("no workers in the JSON: %s", stdout.String())
+	}
+	for i, w := range obj.Workers {
+		if w.Parks == nil || w.Stolen == nil {
+			t.Errorf("worker %d: %+v, want parks and stolen", i, w)
+		}
 	}
 }
 
