@@ -38,9 +38,9 @@ type Config struct {
 	// NoPin leaves worker threads unpinned.
 	NoPin bool
 	// NoSteal keeps each task on its own worker's thread even while the
-	// kernel has given that thread's core to another thread; by default an
-	// idle worker runs the tasks of a worker whose thread is away (see
-	// package sched).
+	// kernel has given that thread's core to another thread; by default
+	// another worker, between its own polls, runs the tasks of a worker
+	// whose thread is away (see package sched).
 	NoSteal bool
 	// Checkpoint configures checkpoints; they are off unless
 	// Checkpoint.Interval is positive.
@@ -117,8 +117,8 @@ type WorkerStats struct {
 	// Parks is how often the worker slept on its doorbell (its tasks had
 	// nothing to do).
 	Parks int64
-	// Stolen is how often another worker ran this worker's tasks while
-	// its thread was away from them: off its core, late from a sleep, or
+	// Stolen is how often another worker polled this worker's tasks
+	// while its thread was away from them: off its core, late from a sleep, or
 	// in background work such as a checkpoint's write-out (see package
 	// sched; Config.NoSteal turns this off).
 	Stolen int64
