@@ -97,8 +97,8 @@ type background struct {
 		closed bool // the worker has exited; Background refuses work
 	}
 	pending atomic.Int32 // queued or running jobs
-	// queued is when a job was last queued with none pending (ns since
-	// bgEpoch, on the monotonic clock).
+	// queued is when a job was last queued with none pending (see
+	// sinceEpoch).
 	queued atomic.Int64
 
 	// Worker-only.
@@ -124,7 +124,7 @@ type background struct {
 //
 // job may block only briefly (a mutex), never on I/O. It must not touch
 // what the worker's tasks own without synchronising with them: while it
-// runs, an idle peer may step those tasks (see the package doc). Background
+// runs, a peer worker may step those tasks (see the package doc). Background
 // returns false, and does not run job, once the worker has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
@@ -137,7 +137,7 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 	// NB: stored before pending rises, so the worker never sees the new
 	// job with an old time; and again if the worker's last job ended
 	// meanwhile.
-	now := int64(time.Since(bgEpoch))
+	now := sinceEpoch(time.Now())
 	if b.pending.Load() == 0 {
 		b.queued.Store(now)
 	}
@@ -207,11 +207,15 @@ func (w *Worker) patient(now time.Time) bool { return !now.Before(w.patientFrom(
 // patientFrom is when the pending work will have waited the pool's
 // patience.
 func (w *Worker) patientFrom() time.Time {
-	return bgEpoch.Add(time.Duration(w.bg.queued.Load()) + w.pool.patience)
+	return epoch.Add(time.Duration(w.bg.queued.Load()) + w.pool.patience)
 }
 
-// bgEpoch is the origin of background.queued.
-var bgEpoch = time.Now()
+// epoch is the origin of the times workers publish in atomics
+// (background.queued, Worker.seen and wakeAt).
+var epoch = time.Now()
+
+// sinceEpoch returns t as nanoseconds since epoch, on the monotonic clock.
+func sinceEpoch(t time.Time) int64 { return int64(t.Sub(epoch)) }
 
 func (b *background) pop() func(*Slice) {
 	b.mu.Lock()

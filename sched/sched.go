@@ -117,7 +117,7 @@ func (p *Pool) Workers() []*Worker { return p.workers }
 // fails, or ctx is cancelled. It returns the first failure, or ctx.Err().
 func (p *Pool) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	now := int64(time.Since(bgEpoch))
+	now := sinceEpoch(time.Now())
 	for _, w := range p.workers {
 		// NB: set before any worker starts: a peer may run these tasks
 		// before their own thread has begun.

@@ -43,7 +43,7 @@ type Worker struct {
 	// The worker's thread publishes where it is, for peers deciding
 	// whether it is away: seen is when it last went round its loop;
 	// parked is set while it sleeps on its doorbell, until wakeAt at the
-	// latest (both in ns since bgEpoch).
+	// latest (see sinceEpoch).
 	_      cpu.CacheLinePad
 	seen   atomic.Int64
 	parked atomic.Bool
@@ -105,7 +105,7 @@ func (w *Worker) run() {
 	idle := 0
 	for !(w.done.Load() && w.bg.pending.Load() == 0) && !w.pool.stopped.Load() {
 		now := time.Now()
-		w.seen.Store(int64(now.Sub(bgEpoch)))
+		w.seen.Store(sinceEpoch(now))
 		if !held {
 			if held = w.held.CompareAndSwap(false, true); !held {
 				// A peer is running the tasks; it lets go after one poll.
@@ -236,7 +236,7 @@ func (p *Worker) away(now time.Time) bool {
 	if p.held.Load() || p.done.Load() {
 		return false
 	}
-	t := int64(now.Sub(bgEpoch))
+	t := sinceEpoch(now)
 	if p.parked.Load() {
 		return p.bell.Load() != 0 || t >= p.wakeAt.Load()
 	}
@@ -319,7 +319,7 @@ func (w *Worker) park() {
 	}
 	if wait >= 0 && !w.pool.stopped.Load() {
 		w.parks.Add(1)
-		w.wakeAt.Store(int64(time.Since(bgEpoch) + wait))
+		w.wakeAt.Store(sinceEpoch(time.Now().Add(wait)))
 		w.parked.Store(true)
 		w.held.Store(false)
 		futex.Wait((*uint32)(unsafe.Pointer(&w.bell)), 0, wait)
