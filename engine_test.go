@@ -718,29 +718,39 @@ func TestGenerateSplits(t *testing.T) {
 // TestWorkerStats: a job reports one scheduler entry per worker; a slowly
 // paced source leaves its workers idle for milliseconds, so they sleep on
 // their doorbells or, on a machine too loaded for that (the deadline
-// passes while they yield), are away and a peer runs their tasks; and with
+// passes while they yield), are away and a peer runs their tasks; the load
+// fits on one worker, so worker 1 rests unless NoRest says not to; and with
 // NoSteal no worker ever runs another's tasks.
 func TestWorkerStats(t *testing.T) {
-	for _, noSteal := range []bool{false, true} {
-		job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, NoSteal: noSteal})
+	for _, cfg := range []ringflow.Config{{}, {NoSteal: true}, {NoRest: true}} {
+		cfg.Workers, cfg.Parallelism = 2, 2
+		job := ringflow.NewJob(cfg)
+		// NB: 300ms, longer than the 100ms of light load a worker waits
+		// before it rests.
 		s := ringflow.Source(job, "gen", ringflow.Generate(func(seq uint64) uint64 { return seq },
-			ringflow.GenOptions{Count: 100, Rate: 1000}))
+			ringflow.GenOptions{Count: 300, Rate: 1000}))
 		var c collect
 		ringflow.Sink(ringflow.Rebalance(s), "sink", sinkTo(&c, func(v uint64) string { return fmt.Sprint(v) }))
 		run(t, job)
 		stats := job.WorkerStats()
 		if len(stats) != 2 {
-			t.Fatalf("NoSteal %v: %d worker entries, want 2", noSteal, len(stats))
+			t.Fatalf("%+v: %d worker entries, want 2", cfg, len(stats))
 		}
 		seen := int64(0)
 		for i, w := range stats {
-			seen += w.Parks + w.Stolen
-			if noSteal && w.Stolen != 0 {
+			seen += w.Parks + w.Stolen + w.Rests
+			if cfg.NoSteal && w.Stolen != 0 {
 				t.Errorf("NoSteal: worker %d's tasks were run by a peer %d times", i, w.Stolen)
 			}
+			if cfg.NoRest && w.Rests != 0 {
+				t.Errorf("NoRest: worker %d rested %d times", i, w.Rests)
+			}
 		}
-		if !noSteal && seen == 0 {
-			t.Errorf("no worker slept or was taken over during a run paced at 1000 records/s: %+v", stats)
+		if seen == 0 {
+			t.Errorf("%+v: no worker slept, rested or was taken over during a run paced at 1000 records/s: %+v", cfg, stats)
+		}
+		if !cfg.NoRest && (stats[1].Rests == 0 || stats[1].Rested <= 0) {
+			t.Errorf("%+v: worker 1 never rested during 300ms at 1000 records/s: %+v", cfg, stats)
 		}
 	}
 }

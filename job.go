@@ -42,6 +42,11 @@ type Config struct {
 	// another worker, between its own polls, runs the tasks of a worker
 	// whose thread is away (see package sched).
 	NoSteal bool
+	// NoRest keeps every worker thread on its own tasks whatever the load;
+	// by default, when the load has fit on fewer workers for a while, the
+	// others rest and worker 0 steps their tasks, leaving their cores to
+	// the rest of the process and the system (see package sched).
+	NoRest bool
 	// Checkpoint configures checkpoints; they are off unless
 	// Checkpoint.Interval is positive.
 	Checkpoint CheckpointConfig
@@ -122,6 +127,11 @@ type WorkerStats struct {
 	// in background work such as a checkpoint's write-out (see package
 	// sched; Config.NoSteal turns this off).
 	Stolen int64
+	// Rests is how often the worker rested while worker 0 stepped its
+	// tasks (the load fit on fewer workers; Config.NoRest turns this off),
+	// and Rested how long it rested in all.
+	Rests  int64
+	Rested time.Duration
 }
 
 // WorkerStats returns each worker's statistics so far, the running
@@ -144,6 +154,8 @@ func addWorkerStats(stats []WorkerStats, p *sched.Pool) []WorkerStats {
 		}
 		stats[i].Parks += w.Parks()
 		stats[i].Stolen += w.Stolen()
+		stats[i].Rests += w.Rests()
+		stats[i].Rested += w.Rested()
 	}
 	return stats
 }

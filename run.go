@@ -155,7 +155,7 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 			}
 		}
 	}
-	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal}
+	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
 		// NB: a checkpoint's write-out waits for the tasks' idle time for
 		// at most a quarter of the interval (and the default patience), so

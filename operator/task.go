@@ -226,8 +226,10 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 		t.flushAll()
 		return sched.Progress, nil
 	}
+	// More is due than one read takes, or the source is not paced: it is
+	// ahead of this worker.
 	t.publish(now)
-	return sched.Progress, nil
+	return sched.Backlogged, nil
 }
 
 func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
@@ -262,6 +264,9 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 	}
 	if handled == 0 {
 		return sched.Idle, nil
+	}
+	if !dry {
+		return sched.Backlogged, nil // the step's budget ran out first
 	}
 	return sched.Progress, nil
 }

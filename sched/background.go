@@ -97,6 +97,11 @@ type background struct {
 		closed bool // the worker has exited; Background refuses work
 	}
 	pending atomic.Int32 // queued or running jobs
+	// Worker 0 only: forwarded counts the jobs passed to a resting worker,
+	// fwdTo, and not yet finished there; until they are, later jobs go
+	// the same way, so that they still run in the order queued.
+	forwarded atomic.Int32
+	fwdTo     *Worker // under mu
 	// queued is when a job was last queued with none pending (see
 	// sinceEpoch).
 	queued atomic.Int64
@@ -124,7 +129,8 @@ type background struct {
 //
 // job may block only briefly (a mutex), never on I/O. It must not touch
 // what the worker's tasks own without synchronising with them: while it
-// runs, a peer worker may step those tasks (see the package doc). Background
+// runs, a peer worker may step those tasks (see the package doc), and
+// worker 0 passes its jobs to a resting worker, whose core is free. Background
 // returns false, and does not run job, once the worker has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
@@ -132,6 +138,22 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 	if b.mu.closed {
 		b.mu.Unlock()
 		return false
+	}
+	if to := w.forwardTo(); to != nil {
+		b.forwarded.Add(1)
+		b.mu.Unlock()
+		ok := to.Background(func(s *Slice) {
+			defer b.forwarded.Add(-1)
+			job(s)
+		})
+		if !ok {
+			b.forwarded.Add(-1)
+			b.mu.Lock()
+			b.fwdTo = nil // it has exited; the job runs here
+			b.mu.Unlock()
+			return w.Background(job)
+		}
+		return true
 	}
 	b.mu.queue = append(b.mu.queue, job)
 	// NB: stored before pending rises, so the worker never sees the new
@@ -146,7 +168,31 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 	}
 	b.mu.Unlock()
 	w.Wake()
+	if w.resting.Load() {
+		w.wakeRest() // a resting worker runs its background work
+	}
 	return true
+}
+
+// forwardTo returns the worker that should run a job queued on w, if not
+// w itself: for worker 0, a resting worker (or the one it passed its
+// earlier jobs to, while they are not finished). Called under w.bg.mu.
+func (w *Worker) forwardTo() *Worker {
+	b := &w.bg
+	if b.forwarded.Load() > 0 && b.fwdTo != nil {
+		return b.fwdTo
+	}
+	b.fwdTo = nil
+	if !w.hostingAtomic() {
+		return nil
+	}
+	for _, g := range w.pool.workers[1:] {
+		if g.guest() {
+			b.fwdTo = g
+			return g
+		}
+	}
+	return nil
 }
 
 // BackgroundPending returns how many background jobs are queued or running.
@@ -154,11 +200,14 @@ func (w *Worker) BackgroundPending() int { return int(w.bg.pending.Load()) }
 
 // runBackground runs one slice of background work, starting the next
 // queued job if none is running. busy says the worker's tasks have work:
-// the slice is then as long as their share demands.
-func (w *Worker) runBackground(now time.Time, busy bool) {
+// the slice is then as long as their share demands. A resting worker
+// (rest) has no tasks to return to: its slices are restSlice long.
+func (w *Worker) runBackground(now time.Time, busy, rest bool) {
 	b := &w.bg
 	slice := bgSlice
-	if busy {
+	if rest {
+		slice = restSlice
+	} else if busy {
 		// NB: the CPU clock is read for busy slices only (a system call);
 		// after idle slices lastCPU is older than last, and the wall time
 		// is the smaller.
@@ -194,7 +243,7 @@ func (w *Worker) runBackground(now time.Time, busy bool) {
 		})
 	}
 	b.cur.end = now.Add(slice)
-	b.cur.idle = !busy
+	b.cur.idle = !busy && !rest
 	if _, more := b.next(); !more {
 		b.finishJob()
 	}

@@ -33,6 +33,35 @@
 // tasks' memory between the threads: a task still sees its steps one at a
 // time and in order.
 //
+// # Resting: fewer workers at light load
+//
+// A worker that polls its tasks keeps its core even when they need a
+// sliver of it, and on a machine whose cores the workers keep, any other
+// thread that becomes runnable — the checkpoint's commit, the Go runtime,
+// another process — then takes a worker's core, and the records queued
+// for that worker wait. So the pool uses no more workers than its load
+// needs. A task says it is behind by returning Backlogged (it did work and
+// more is already waiting: its step's budget ran out, or a source had more
+// due than one step emits); each worker counts the time it spends in rounds
+// where one was. Every 10ms worker 0 reviews the counts: when every
+// working worker has spent under 10% of its time behind for 100ms, the
+// highest-numbered working one is asked to rest; when worker 0 has spent
+// over half of its time behind in the last 50ms, the worker that rested
+// last is woken. After a wake none rests for a second, twice as long each
+// time a rest lasted under two seconds (a load one worker fewer cannot
+// carry), up to 16 seconds.
+//
+// A resting worker lets go of its tasks and sleeps on a futex word that no
+// ring rings; worker 0 steps its tasks with its own, at every round and
+// each under its lock as a peer's poll is, sleeps with their
+// announcements on the rings as well as its own, and hears their
+// doorbells (a resting worker's Wake passes the ring on). The resting
+// worker's thread wakes for background work: its own, and worker 0's,
+// which worker 0 passes to it (the write-out of a checkpoint then runs on
+// a core of its own, next to the commit, while worker 0 steps the tasks).
+// Options.NoRest turns resting off; Worker.Rests and Worker.Rested count
+// it.
+//
 // # Idling: spin, yield, park
 //
 // A worker whose tasks all report no progress climbs a ladder: it re-polls a

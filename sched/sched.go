@@ -22,6 +22,13 @@ const (
 	Progress
 	// Done: the task has finished for good; it is not stepped again.
 	Done
+	// Backlogged: the task did some work and stopped with more already
+	// waiting (its step's budget ran out before its input did, or a source
+	// had more due than one step emits). It is Progress that also says the
+	// worker is not keeping up with the task's input: the pool counts the
+	// time its workers spend behind to decide how many of them the load
+	// needs (see the package doc, "Resting").
+	Backlogged
 )
 
 // Task is a unit of work a worker runs.
@@ -65,6 +72,9 @@ type Options struct {
 	// kernel has given that thread's core to another thread (see the
 	// package doc, "Taking over a worker whose thread is away").
 	NoSteal bool
+	// NoRest keeps every worker on its own tasks whatever the load (see
+	// the package doc, "Resting").
+	NoRest bool
 }
 
 // Pool is a set of workers running a fixed set of tasks.
@@ -74,6 +84,7 @@ type Pool struct {
 	spin    bool
 	noSteal bool
 	stopped atomic.Bool
+	rest    restControl // worker 0's
 	// patience is Options.BackgroundPatience, defaulted.
 	patience time.Duration
 
@@ -97,6 +108,8 @@ func New(opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("sched: %d workers: need at least 1", n)
 	}
 	p := &Pool{spin: n <= len(cpus), noSteal: opts.NoSteal, patience: max(opts.BackgroundPatience, 0)}
+	p.rest.off = opts.NoRest || n == 1
+	p.rest.active = n
 	if opts.BackgroundPatience == 0 {
 		p.patience = DefaultBackgroundPatience
 	}
@@ -153,6 +166,7 @@ func (p *Pool) fail(err error) {
 	p.stopped.Store(true)
 	for _, w := range p.workers {
 		w.Wake()
+		w.endRest()
 	}
 }
 
@@ -161,6 +175,7 @@ func (p *Pool) Stop() {
 	p.stopped.Store(true)
 	for _, w := range p.workers {
 		w.Wake()
+		w.endRest()
 	}
 }
 

@@ -75,7 +75,9 @@ func awayRun(t *testing.T, opts Options, asleep bool) (away, took int32) {
 // done; with "busy", its task makes progress at every step.
 func awayRunPeer(t *testing.T, opts Options, asleep bool, peer string) (away, took int32) {
 	t.Helper()
-	opts.Workers, opts.NoPin = 2, true
+	// NB: no resting: worker 0's thread stays away up to 200ms, and with
+	// worker 1 resting meanwhile nobody would be there to take over.
+	opts.Workers, opts.NoPin, opts.NoRest = 2, true, true
 	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

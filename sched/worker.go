@@ -50,11 +50,30 @@ type Worker struct {
 	wakeAt atomic.Int64
 	_      cpu.CacheLinePad
 
+	// Resting (rest.go): restWanted is worker 0's request; resting is set
+	// while the thread sleeps on restBell, a futex word no ring rings, and
+	// worker 0 steps the tasks. backlogNs, written by the worker's thread
+	// only, is the time it spent in rounds where a task was Backlogged.
+	restWanted atomic.Bool
+	resting    atomic.Bool
+	restBell   atomic.Uint32
+	backlogNs  atomic.Int64
+	_          cpu.CacheLinePad
+
 	// Statistics.
 	parks    atomic.Int64
 	steals   atomic.Int64 // polls of this worker's tasks by a peer
-	timeouts int          // sleeps in a row that ended by the clock; worker-only
-	looked   time.Time    // when the worker last looked at its peers; worker-only
+	rests    atomic.Int64
+	restNs   atomic.Int64
+	timeouts int       // sleeps in a row that ended by the clock; worker-only
+	looked   time.Time // when the worker last looked at its peers; worker-only
+
+	// Worker-only: the current round of the loop, for backlogNs; the
+	// tasks a park announces on (its own and its guests').
+	roundStart   time.Time
+	roundBacklog bool
+	parkTasks    []Task
+	parkGuests   []*Worker
 }
 
 // Add assigns t to the worker. Call before Pool.Run.
@@ -71,9 +90,14 @@ func (w *Worker) Parks() int64 { return w.parks.Load() }
 func (w *Worker) Stolen() int64 { return w.steals.Load() }
 
 // Wake rings the doorbell: the worker, if asleep, wakes and polls its tasks.
+// While the worker rests, the ring is passed on to worker 0, which steps
+// its tasks meanwhile.
 func (w *Worker) Wake() {
 	if w.bell.Swap(1) == 0 {
 		futex.Wake((*uint32)(unsafe.Pointer(&w.bell)))
+	}
+	if w.resting.Load() {
+		w.pool.workers[0].Wake()
 	}
 }
 
@@ -103,25 +127,53 @@ func (w *Worker) run() {
 		}
 	}()
 	idle := 0
-	for !(w.done.Load() && w.bg.pending.Load() == 0) && !w.pool.stopped.Load() {
+	for {
+		if w.id == 0 && w.done.Load() && !w.pool.rest.off {
+			w.stopHosting()
+		}
+		if w.done.Load() && w.bg.pending.Load() == 0 || w.pool.stopped.Load() {
+			break
+		}
 		now := time.Now()
 		w.seen.Store(sinceEpoch(now))
+		if w.roundBacklog {
+			w.backlogNs.Store(w.backlogNs.Load() + int64(now.Sub(w.roundStart)))
+		}
+		w.roundStart, w.roundBacklog = now, false
+		if w.restWanted.Load() {
+			if held {
+				w.held.Store(false)
+				held = false
+			}
+			w.rest()
+			idle = 0
+			continue
+		}
+		if w.id == 0 {
+			w.reviewLoad(now)
+		}
 		if !held {
 			if held = w.held.CompareAndSwap(false, true); !held {
 				// A peer is running the tasks; it lets go after one poll.
 				if w.bg.pending.Load() > 0 {
-					w.runBackground(time.Now(), false)
+					w.runBackground(time.Now(), false, false)
 				} else {
 					w.idleRung(idle)
 				}
 				continue
 			}
 		}
-		progress, err := w.poll(now)
+		progress, backlog, err := w.poll(now)
+		if err == nil && w.hosting() {
+			var got, behind bool
+			got, behind, err = w.pollGuests(now)
+			progress, backlog = progress || got, backlog || behind
+		}
 		if err != nil {
 			w.pool.fail(err)
 			return
 		}
+		w.roundBacklog = backlog
 		// A peer's records come before this worker's background work and
 		// its idling, and a worker that has records of its own at every
 		// poll (a paced source) is often lightly loaded; a peer's thread is
@@ -143,7 +195,7 @@ func (w *Worker) run() {
 				// free for a peer meanwhile.
 				w.held.Store(false)
 				held = false
-				w.runBackground(now, progress)
+				w.runBackground(now, progress, false)
 				idle = 0
 				continue
 			}
@@ -212,7 +264,7 @@ func (w *Worker) steal(now time.Time) bool {
 		if p == w || !p.away(now) || !p.held.CompareAndSwap(false, true) {
 			continue
 		}
-		got, err := p.poll(now)
+		got, _, err := p.poll(now)
 		if got && p.parked.Load() {
 			// Its announcements on the rings may no longer say what the
 			// tasks wait for; it re-polls and announces anew.
@@ -233,7 +285,7 @@ func (w *Worker) steal(now time.Time) bool {
 // have work (see steal): idle but not back in its loop for stealAfter, or
 // asleep past its deadline or after its doorbell rang.
 func (p *Worker) away(now time.Time) bool {
-	if p.held.Load() || p.done.Load() {
+	if p.held.Load() || p.done.Load() || p.resting.Load() {
 		return false
 	}
 	t := sinceEpoch(now)
@@ -243,9 +295,25 @@ func (p *Worker) away(now time.Time) bool {
 	return t-p.seen.Load() >= int64(stealAfter)
 }
 
-// ready reports whether one of the live tasks says it has work (see
-// Readier); false while a peer is running them.
+// ready reports whether one of the live tasks, or of the resting workers'
+// when this is worker 0, says it has work (see Readier).
 func (w *Worker) ready(now time.Time) bool {
+	if w.tasksReady(now) {
+		return true
+	}
+	if w.hosting() {
+		for _, g := range w.pool.workers[1:] {
+			if g.guest() && g.tasksReady(now) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tasksReady reports whether one of the worker's live tasks says it has
+// work; false while another thread is running them.
+func (w *Worker) tasksReady(now time.Time) bool {
 	if !w.held.CompareAndSwap(false, true) {
 		return false
 	}
@@ -258,14 +326,14 @@ func (w *Worker) ready(now time.Time) bool {
 	return false
 }
 
-// poll steps every live task once and drops the ones that are done. The
+// poll steps every live task once and drops the ones that are done; it
+// reports whether any made progress and whether any was Backlogged. The
 // caller holds the tasks' lock.
-func (w *Worker) poll(now time.Time) (bool, error) {
-	progress := false
+func (w *Worker) poll(now time.Time) (progress, backlog bool, err error) {
 	for i := 0; i < len(w.live); {
 		st, err := step(w.live[i], now)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		switch st {
 		case Done:
@@ -277,10 +345,12 @@ func (w *Worker) poll(now time.Time) (bool, error) {
 			continue
 		case Progress:
 			progress = true
+		case Backlogged:
+			progress, backlog = true, true
 		}
 		i++
 	}
-	return progress, nil
+	return progress, backlog, nil
 }
 
 func step(t Task, now time.Time) (st Status, err error) {
@@ -293,13 +363,28 @@ func step(t Task, now time.Time) (st Status, err error) {
 // called holding the tasks' lock and returns without it; while the thread
 // sleeps, the lock is free, so that a peer can run the tasks if the thread
 // is slow to come back after its doorbell or its deadline (see steal).
+//
+// Worker 0 sleeps with the announcements of its guests' tasks too (their
+// doorbells pass rings on to its own), holding their locks until it is
+// back: only it steps them while they rest.
 func (w *Worker) park() {
 	defer w.held.Store(false)
+	w.parkGuests = w.lockGuests(w.parkGuests[:0])
+	defer func() {
+		for _, g := range w.parkGuests {
+			g.held.Store(false)
+		}
+	}()
+	tasks := append(w.parkTasks[:0], w.live...)
+	for _, g := range w.parkGuests {
+		tasks = append(tasks, g.live...)
+	}
+	w.parkTasks = tasks
 	w.bell.Store(0)
 	var deadline time.Time
-	for i, t := range w.live {
+	for i, t := range tasks {
 		if !t.PrepareToPark() {
-			for _, u := range w.live[:i] {
+			for _, u := range tasks[:i] {
 				u.Unpark()
 			}
 			return
@@ -335,12 +420,12 @@ func (w *Worker) park() {
 		}
 		if debugStall > 0 && time.Duration(w.timeouts)*maxPark >= debugStall {
 			w.timeouts = 0
-			for _, t := range w.live {
+			for _, t := range tasks {
 				fmt.Fprintf(os.Stderr, "sched: worker %d idle %v: %v\n", w.id, debugStall, t)
 			}
 		}
 	}
-	for _, t := range w.live {
+	for _, t := range tasks {
 		t.Unpark()
 	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// NoSteal keeps ringflow's tasks on their own workers' threads
 	// (ringflow.Config.NoSteal).
 	NoSteal bool
+	// NoRest keeps every ringflow worker on its own tasks whatever the
+	// load (ringflow.Config.NoRest).
+	NoRest bool
 	// Keys is the number of distinct keys; default 100000.
 	Keys uint64
 	// Rate paces the sources to this many records per second in all; 0:

@@ -110,6 +110,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the records generated in the run's first D out of the latency figures")
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
+	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
 	fs.StringVar(&f.baseline, "baseline", "", `also run the pipeline on a baseline: "chan" (goroutines and channels)`)
@@ -239,8 +240,10 @@ type runJSON struct {
 // workerJSON is one ringflow worker's scheduler statistics
 // (ringflow.WorkerStats).
 type workerJSON struct {
-	Parks  int64 `json:"parks"`  // sleeps on its doorbell
-	Stolen int64 `json:"stolen"` // polls of its tasks by another worker while its thread was away
+	Parks    int64   `json:"parks"`     // sleeps on its doorbell
+	Stolen   int64   `json:"stolen"`    // polls of its tasks by another worker while its thread was away
+	Rests    int64   `json:"rests"`     // times it rested while worker 0 ran its tasks
+	RestedMs float64 `json:"rested_ms"` // time it rested in all
 }
 
 func latencyJSONOf(l pipelines.Latency) latencyJSON {
@@ -255,7 +258,8 @@ func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) r
 	}
 	out.Workers = []workerJSON{}
 	for _, w := range e.Workers {
-		out.Workers = append(out.Workers, workerJSON{Parks: w.Parks, Stolen: w.Stolen})
+		out.Workers = append(out.Workers, workerJSON{Parks: w.Parks, Stolen: w.Stolen,
+			Rests: w.Rests, RestedMs: float64(w.Rested) / 1e6})
 	}
 	if base != nil {
 		out.Baseline = &baselineJSON{RecordsPerSec: base.RecordsPerSec, Latency: latencyJSONOf(base.Latency)}
@@ -284,6 +288,9 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	}
 	if c.NoSteal {
 		workers += " (no stealing)"
+	}
+	if c.NoRest {
+		workers += " (no resting)"
 	}
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %d keys, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, c.Keys, pace)

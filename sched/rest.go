@@ -1,0 +1,218 @@
+package sched
+
+import (
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ringflow/ringflow/internal/futex"
+)
+
+// The load review's parameters (see the package doc, "Resting").
+const (
+	// restCheck is how often worker 0 reviews the load.
+	restCheck = 10 * time.Millisecond
+	// restCalm is how long every working worker must have been calm —
+	// under restCalmShare of its time in rounds where a task was
+	// Backlogged — before one more rests.
+	restCalm      = 100 * time.Millisecond
+	restCalmShare = 0.10
+	// restBusyShare: worker 0 wakes the worker that rested last when more
+	// than this share of its own time in the last restBusyChecks reviews
+	// went to backlogged rounds. (Not one review: the copy-on-write burst
+	// after a checkpoint's barrier keeps a worker behind for a few
+	// milliseconds, and that is no reason to wake another.)
+	restBusyShare  = 0.5
+	restBusyChecks = 5
+	// After worker 0 wakes a worker, none rests for restCooldown; the
+	// wait doubles, up to restCooldownMax, each time a rest ends within
+	// restShortRest of its start (a load that one worker fewer cannot
+	// carry), and is back to restCooldown after a longer one.
+	restCooldown    = time.Second
+	restCooldownMax = 16 * time.Second
+	restShortRest   = 2 * time.Second
+	// restSlice is how long a resting worker's background work runs
+	// before the worker looks at whether it should still rest.
+	restSlice = 200 * time.Microsecond
+)
+
+// restControl is worker 0's state for the load review; only its thread
+// touches it.
+type restControl struct {
+	off    bool // Options.NoRest, a single worker, or worker 0 has finished
+	active int  // workers 0..active-1 step tasks; the others are asked to rest
+	// guests is len(workers) - active, for other threads (Background).
+	guests atomic.Int32
+
+	checked   time.Time     // the last review; zero before the first
+	calmSince time.Time     // since when every working worker has been calm
+	until     time.Time     // no worker rests before this
+	cooldown  time.Duration // the next wait after a wake
+	restedAt  time.Time     // when the last worker was asked to rest
+	backlog   []int64       // each worker's backlogNs at the last review
+	// worker 0's backlog share at each of the last restBusyChecks reviews
+	recent [restBusyChecks]float64
+	nth    int
+	woken  int // wakes of a resting worker, for tests
+}
+
+// reviewLoad, on worker 0 every restCheck, asks one more worker to rest
+// when every working one has been calm for restCalm, and wakes the one that
+// rested last when worker 0 falls behind.
+func (w *Worker) reviewLoad(now time.Time) {
+	c := &w.pool.rest
+	if c.off || now.Sub(c.checked) < restCheck {
+		return
+	}
+	ws := w.pool.workers
+	if c.checked.IsZero() {
+		c.backlog = make([]int64, len(ws))
+		for i, p := range ws {
+			c.backlog[i] = p.backlogNs.Load()
+		}
+		c.checked, c.calmSince, c.cooldown = now, now, restCooldown
+		return
+	}
+	elapsed := float64(now.Sub(c.checked))
+	c.checked = now
+	calm := true
+	var own float64
+	for i, p := range ws {
+		b := p.backlogNs.Load()
+		share := float64(b-c.backlog[i]) / elapsed
+		c.backlog[i] = b
+		if i == 0 {
+			own = share
+		}
+		if i < c.active && share >= restCalmShare {
+			calm = false
+		}
+	}
+	c.recent[c.nth%restBusyChecks] = own
+	c.nth++
+	var busy float64
+	for _, s := range c.recent {
+		busy += s / restBusyChecks
+	}
+	switch {
+	case c.active < len(ws) && busy > restBusyShare:
+		if now.Sub(c.restedAt) < restShortRest {
+			c.cooldown = min(2*c.cooldown, restCooldownMax)
+		} else {
+			c.cooldown = restCooldown
+		}
+		c.until, c.calmSince, c.recent = now.Add(c.cooldown), now, [restBusyChecks]float64{}
+		ws[c.active].endRest()
+		c.active++
+		c.woken++
+		c.guests.Add(-1)
+	case !calm:
+		c.calmSince = now
+	case c.active > 1 && now.Sub(c.calmSince) >= restCalm && !now.Before(c.until):
+		c.active--
+		c.guests.Add(1)
+		c.restedAt, c.calmSince = now, now
+		g := ws[c.active]
+		g.restWanted.Store(true)
+		g.Wake() // if it sleeps on its doorbell, so that it rests now
+	}
+}
+
+// stopHosting wakes every resting worker for good: worker 0's own tasks
+// are done, and it is about to exit.
+func (w *Worker) stopHosting() {
+	c := &w.pool.rest
+	c.off = true
+	for _, g := range w.pool.workers[c.active:] {
+		g.endRest()
+	}
+	c.active = len(w.pool.workers)
+	c.guests.Store(0)
+}
+
+// hosting reports whether worker w steps the tasks of resting workers (on
+// worker 0's thread only).
+func (w *Worker) hosting() bool { return w.id == 0 && w.pool.rest.active < len(w.pool.workers) }
+
+// hostingAtomic is hosting for any thread.
+func (w *Worker) hostingAtomic() bool { return w.id == 0 && w.pool.rest.guests.Load() > 0 }
+
+// guest reports whether g rests while worker 0 steps its tasks.
+func (g *Worker) guest() bool { return g.resting.Load() && g.restWanted.Load() }
+
+// pollGuests steps, once, the tasks of every resting worker (worker 0
+// only).
+func (w *Worker) pollGuests(now time.Time) (progress, backlog bool, err error) {
+	for _, g := range w.pool.workers[1:] {
+		if !g.guest() || !g.held.CompareAndSwap(false, true) {
+			continue
+		}
+		got, behind, err := g.poll(now)
+		g.held.Store(false)
+		if err != nil {
+			return false, false, err
+		}
+		if g.done.Load() {
+			g.wakeRest() // its tasks are over; it exits
+		}
+		progress, backlog = progress || got, backlog || behind
+	}
+	return progress, backlog, nil
+}
+
+// lockGuests takes the tasks' locks of the resting workers, appending them
+// to buf (worker 0, about to sleep with their tasks' announcements).
+func (w *Worker) lockGuests(buf []*Worker) []*Worker {
+	if !w.hosting() {
+		return buf
+	}
+	for _, g := range w.pool.workers[1:] {
+		if g.guest() && g.held.CompareAndSwap(false, true) {
+			buf = append(buf, g)
+		}
+	}
+	return buf
+}
+
+// rest leaves the worker's tasks to worker 0 until worker 0 wakes the
+// worker, its tasks are done or the pool stops. Meanwhile its thread runs
+// background work, its own and worker 0's, and sleeps when there is none.
+// The caller does not hold the tasks' lock.
+func (w *Worker) rest() {
+	w.resting.Store(true)
+	w.rests.Add(1)
+	start := time.Now()
+	for {
+		w.restBell.Store(0)
+		if !w.restWanted.Load() || w.done.Load() || w.pool.stopped.Load() {
+			break
+		}
+		if w.bg.pending.Load() > 0 {
+			w.runBackground(time.Now(), false, true)
+			continue
+		}
+		// NB: the bound is a safety net, as for a park.
+		futex.Wait((*uint32)(unsafe.Pointer(&w.restBell)), 0, maxPark)
+	}
+	w.resting.Store(false)
+	w.restNs.Add(int64(time.Since(start)))
+}
+
+// endRest asks the worker to step its own tasks again and wakes it.
+func (w *Worker) endRest() {
+	w.restWanted.Store(false)
+	w.wakeRest()
+}
+
+// wakeRest wakes the worker if it rests, to look again at why.
+func (w *Worker) wakeRest() {
+	w.restBell.Store(1)
+	futex.Wake((*uint32)(unsafe.Pointer(&w.restBell)))
+}
+
+// Rests returns how often the worker has rested while worker 0 stepped its
+// tasks.
+func (w *Worker) Rests() int64 { return w.rests.Load() }
+
+// Rested returns how long the worker has rested in all.
+func (w *Worker) Rested() time.Duration { return time.Duration(w.restNs.Load()) }

@@ -1,0 +1,315 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow/ring"
+	"golang.org/x/sys/unix"
+)
+
+// threadsTask makes progress on every other step until stop, never
+// Backlogged (a light load), and records the threads that stepped it.
+type threadsTask struct {
+	alternating
+	mu   sync.Mutex
+	tids map[int]bool
+}
+
+func (t *threadsTask) Step(now time.Time) (Status, error) {
+	t.mu.Lock()
+	t.tids[unix.Gettid()] = true
+	t.mu.Unlock()
+	return t.alternating.Step(now)
+}
+
+func (t *threadsTask) steppedOn(tid int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tids[tid]
+}
+
+// waitFor polls cond every millisecond for up to 10s.
+func waitFor(cond func() bool) bool {
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// TestLightLoadRests: with a light load on two workers, worker 1 rests and
+// worker 0 steps its task meanwhile; with NoRest it never does (stealing
+// off in both).
+func TestLightLoadRests(t *testing.T) {
+	for _, noRest := range []bool{false, true} {
+		t.Run(fmt.Sprint("NoRest=", noRest), func(t *testing.T) {
+			// NB: without stealing, the other way a peer steps a worker's
+			// tasks.
+			p, err := New(Options{Workers: 2, NoPin: true, NoRest: noRest, NoSteal: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stop atomic.Bool
+			guest := &threadsTask{alternating: alternating{stop: &stop}, tids: map[int]bool{}}
+			var tid0 atomic.Int32
+			own := &busyTask{each: func() { tid0.Store(int32(unix.Gettid())) }}
+			p.Workers()[0].Add(own)
+			p.Workers()[1].Add(guest)
+			w1 := p.Workers()[1]
+			go func() {
+				defer func() { stop.Store(true); own.stop.Store(true) }()
+				if noRest {
+					time.Sleep(300 * time.Millisecond) // long enough to rest, were it allowed
+					return
+				}
+				waitFor(func() bool { return w1.Rests() > 0 && guest.steppedOn(int(tid0.Load())) })
+			}()
+			if err := p.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case noRest && w1.Rests() != 0:
+				t.Errorf("NoRest: worker 1 rested %d times", w1.Rests())
+			case noRest && guest.steppedOn(int(tid0.Load())):
+				t.Error("NoRest: worker 0's thread stepped worker 1's task")
+			case !noRest && w1.Rests() == 0:
+				t.Error("worker 1 never rested under a light load")
+			case !noRest && !guest.steppedOn(int(tid0.Load())):
+				t.Error("worker 1 rested, but worker 0's thread never stepped its task")
+			}
+		})
+	}
+}
+
+// backlogTask is Backlogged at every step while heavy is set, and makes
+// progress on every other step otherwise.
+type backlogTask struct {
+	alternating
+	heavy *atomic.Bool
+}
+
+func (t *backlogTask) Step(now time.Time) (Status, error) {
+	st, err := t.alternating.Step(now)
+	if st != Done && t.heavy.Load() {
+		return Backlogged, err
+	}
+	return st, err
+}
+
+// TestBacklogWakesRestingWorker: once worker 0 is behind with the resting
+// worker's tasks and its own, it wakes the worker, which steps its own task
+// again.
+func TestBacklogWakesRestingWorker(t *testing.T) {
+	p, err := New(Options{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop, heavy atomic.Bool
+	p.Workers()[0].Add(&backlogTask{alternating: alternating{stop: &stop}, heavy: &heavy})
+	guest := &threadsTask{alternating: alternating{stop: &stop}, tids: map[int]bool{}}
+	p.Workers()[1].Add(guest)
+	w1 := p.Workers()[1]
+	var woke bool
+	go func() {
+		defer stop.Store(true)
+		if !waitFor(func() bool { return w1.Rests() > 0 && w1.resting.Load() }) {
+			return
+		}
+		heavy.Store(true)
+		woke = waitFor(func() bool { return !w1.restWanted.Load() && !w1.resting.Load() })
+	}()
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w1.Rests() == 0 {
+		t.Fatal("worker 1 never rested under a light load")
+	}
+	if !woke {
+		t.Fatal("worker 0 stayed behind with worker 1 resting: it was never woken")
+	}
+	if p.rest.woken == 0 {
+		t.Error("the load review counted no wake")
+	}
+}
+
+// TestRestingWorkerRunsBackgroundWork: background work queued on worker 0
+// while worker 1 rests runs on worker 1's thread, whose core is free, in
+// the order queued.
+func TestRestingWorkerRunsBackgroundWork(t *testing.T) {
+	p, err := New(Options{Workers: 2, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	w0, w1 := p.Workers()[0], p.Workers()[1]
+	var tid0, tid1 atomic.Int32
+	w0.Add(&busyTask{each: func() { tid0.Store(int32(unix.Gettid())) }})
+	w1.Add(&busyTask{start: func() { tid1.Store(int32(unix.Gettid())) }})
+	// The busy tasks are never Backlogged: a light load as far as the
+	// review can tell.
+	var (
+		mu    sync.Mutex
+		order []int
+		ran   = map[int32]bool{}
+	)
+	go func() {
+		defer func() {
+			stop.Store(true)
+			w0.tasks[0].(*busyTask).stop.Store(true)
+			w1.tasks[0].(*busyTask).stop.Store(true)
+		}()
+		if !waitFor(func() bool { return w1.resting.Load() && w1.restWanted.Load() }) {
+			t.Error("worker 1 never rested")
+			return
+		}
+		var done sync.WaitGroup
+		for i := range 3 {
+			done.Add(1)
+			w0.Background(func(s *Slice) {
+				defer done.Done()
+				s.Pause()
+				mu.Lock()
+				order = append(order, i)
+				ran[int32(unix.Gettid())] = true
+				mu.Unlock()
+			})
+		}
+		done.Wait()
+	}()
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(order) != "[0 1 2]" {
+		t.Errorf("jobs ran in the order %v, want [0 1 2]", order)
+	}
+	if ran[tid0.Load()] || !ran[tid1.Load()] {
+		t.Errorf("jobs ran on threads %v; worker 0's is %d, worker 1's %d: want worker 1's only", ran, tid0.Load(), tid1.Load())
+	}
+}
+
+// phasedProducer is a producer whose load follows heavy: while it is set,
+// it writes a frame at every step and says it is Backlogged; otherwise a
+// frame every gap, parking between them. It ends when stop is set.
+type phasedProducer struct {
+	producer
+	heavy, stop *atomic.Bool
+	gap         time.Duration
+	due         time.Time
+}
+
+func (s *phasedProducer) Step(now time.Time) (Status, error) {
+	if s.stop.Load() && s.n > s.next {
+		s.n = s.next
+	}
+	if s.heavy.Load() {
+		st, err := s.producer.Step(now)
+		if st == Progress {
+			st = Backlogged
+		}
+		return st, err
+	}
+	if now.Before(s.due) {
+		return Idle, nil
+	}
+	s.due = now.Add(s.gap)
+	return s.producer.Step(now)
+}
+func (s *phasedProducer) Deadline() time.Time {
+	if s.heavy.Load() {
+		return time.Time{}
+	}
+	return s.due
+}
+
+// TestRestingKeepsTasksInOrder runs producer→consumer pairs across 2 and 3
+// workers through a light phase (workers rest) and a heavy one (worker 0
+// falls behind and wakes them), with threads going away at random moments
+// (seeded): every record arrives, in order, no task is ever entered by two
+// threads at once, and the workers rested and were woken.
+func TestRestingKeepsTasksInOrder(t *testing.T) {
+	for _, workers := range []int{2, 3} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
+			gens := make([]*rand.Rand, workers)
+			for i := range gens {
+				gens[i] = rand.New(rand.NewPCG(rng.Uint64(), 0))
+			}
+			p, err := New(Options{Workers: workers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			withAwayHook(t, func(w *Worker, _ bool) {
+				if g := gens[w.ID()]; g.IntN(256) == 0 {
+					time.Sleep(time.Duration(g.IntN(300)) * time.Microsecond)
+				}
+			})
+			var heavy, stop atomic.Bool
+			ws := p.Workers()
+			var cons []*consumer
+			for range 2 * workers {
+				r, err := ring.New(ring.Options{Capacity: 4096})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				pw, cw := ws[rng.IntN(workers)], ws[rng.IntN(workers)]
+				r.SetWakers(cw, pw)
+				c := &consumer{rd: r.Reader()}
+				gap := time.Duration(50+rng.IntN(200)) * time.Microsecond
+				pw.Add(&exclusive{Task: &phasedProducer{producer: producer{w: r.Writer(), n: 1 << 62},
+					heavy: &heavy, stop: &stop, gap: gap}})
+				cw.Add(&exclusive{Task: c})
+				cons = append(cons, c)
+			}
+			go func() {
+				defer stop.Store(true)
+				rested := func() bool {
+					for _, w := range ws[1:] {
+						if w.Rests() > 0 {
+							return true
+						}
+					}
+					return false
+				}
+				if !waitFor(rested) {
+					return
+				}
+				heavy.Store(true)
+				waitFor(func() bool {
+					for _, w := range ws[1:] {
+						if w.resting.Load() {
+							return false
+						}
+					}
+					return true
+				})
+				time.Sleep(20 * time.Millisecond) // some heavy load on every worker
+			}()
+			if err := p.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var got uint64
+			for _, c := range cons {
+				got += c.next
+			}
+			var rests int64
+			for _, w := range ws {
+				rests += w.Rests()
+			}
+			t.Logf("records %d, rests %d, wakes %d", got, rests, p.rest.woken)
+			if rests == 0 {
+				t.Error("no worker rested in the light phase")
+			}
+			if p.rest.woken == 0 {
+				t.Error("no worker was woken in the heavy phase")
+			}
+		})
+	}
+}
