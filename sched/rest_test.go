@@ -143,7 +143,9 @@ func TestBacklogWakesRestingWorker(t *testing.T) {
 // while worker 1 rests runs on worker 1's thread, whose core is free, in
 // the order queued.
 func TestRestingWorkerRunsBackgroundWork(t *testing.T) {
-	p, err := New(Options{Workers: 2, NoPin: true})
+	// NB: without stealing, so that each task's first step tells its
+	// worker's thread.
+	p, err := New(Options{Workers: 2, NoPin: true, NoSteal: true})
 	if err != nil {
 		t.Fatal(err)
 	}
