@@ -46,8 +46,10 @@
 // where one was. Every 10ms worker 0 reviews the counts: when every
 // working worker has spent under 10% of its time behind for 100ms, the
 // highest-numbered working one is asked to rest; when worker 0 has spent
-// over half of its time behind in the last 50ms, the worker that rested
-// last is woken. After a wake none rests for a second, twice as long each
+// over half of its time behind in the last 50ms, or its rounds that found
+// work took over 4µs on average (a record waits about a round at each hop,
+// and the rounds grow with the load before any task is behind), the worker
+// that rested last is woken. After a wake none rests for a second, twice as long each
 // time a rest lasted under two seconds (a load one worker fewer cannot
 // carry), up to 16 seconds.
 //
@@ -89,7 +91,8 @@
 //
 // Worker.Background queues work that a task hands off but that must not
 // delay its records (the write-out of a checkpoint). It runs on the worker's
-// own thread as a coroutine (iter.Pull: switching to it and back is a direct
+// own thread (worker 0's, while another worker rests, on the resting one's;
+// see Resting) as a coroutine (iter.Pull: switching to it and back is a direct
 // goroutine switch on the thread, no scheduler hand-off), in slices of about
 // 20µs: whenever the worker's tasks are idle, and, when they never are, for
 // 1/4 of the time they had since the last slice (~20% of the worker; time

@@ -58,6 +58,8 @@ type Worker struct {
 	resting    atomic.Bool
 	restBell   atomic.Uint32
 	backlogNs  atomic.Int64
+	busyNs     atomic.Int64 // time in rounds where a task made progress
+	busyRounds atomic.Int64 // and how many
 	_          cpu.CacheLinePad
 
 	// Statistics.
@@ -72,6 +74,7 @@ type Worker struct {
 	// tasks a park announces on (its own and its guests').
 	roundStart   time.Time
 	roundBacklog bool
+	roundBusy    bool
 	parkTasks    []Task
 	parkGuests   []*Worker
 }
@@ -139,7 +142,11 @@ func (w *Worker) run() {
 		if w.roundBacklog {
 			w.backlogNs.Store(w.backlogNs.Load() + int64(now.Sub(w.roundStart)))
 		}
-		w.roundStart, w.roundBacklog = now, false
+		if w.roundBusy {
+			w.busyNs.Store(w.busyNs.Load() + int64(now.Sub(w.roundStart)))
+			w.busyRounds.Store(w.busyRounds.Load() + 1)
+		}
+		w.roundStart, w.roundBacklog, w.roundBusy = now, false, false
 		if w.restWanted.Load() {
 			if held {
 				w.held.Store(false)
@@ -173,7 +180,7 @@ func (w *Worker) run() {
 			w.pool.fail(err)
 			return
 		}
-		w.roundBacklog = backlog
+		w.roundBacklog, w.roundBusy = backlog, progress
 		// A peer's records come before this worker's background work and
 		// its idling, and a worker that has records of its own at every
 		// poll (a paced source) is often lightly loaded; a peer's thread is
