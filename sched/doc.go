@@ -46,7 +46,7 @@
 // where one was. Every 10ms worker 0 reviews the counts: when every
 // working worker has spent under 10% of its time behind for 100ms, the
 // highest-numbered working one is asked to rest; when worker 0 has spent
-// over half of its time behind in the last 50ms, or its rounds that found
+// over half of its time behind in the last 100ms, or its rounds that found
 // work took over 4µs on average (a record waits about a round at each hop,
 // and the rounds grow with the load before any task is behind), the worker
 // that rested last is woken. After a wake none rests for a second, twice as long each
