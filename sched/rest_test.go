@@ -3,7 +3,6 @@ package sched
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,20 +237,7 @@ func (s *phasedProducer) Deadline() time.Time {
 func TestRestingKeepsTasksInOrder(t *testing.T) {
 	for _, workers := range []int{2, 3} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
-			gens := make([]*rand.Rand, workers)
-			for i := range gens {
-				gens[i] = rand.New(rand.NewPCG(rng.Uint64(), 0))
-			}
-			p, err := New(Options{Workers: workers})
-			if err != nil {
-				t.Fatal(err)
-			}
-			withAwayHook(t, func(w *Worker, _ bool) {
-				if g := gens[w.ID()]; g.IntN(256) == 0 {
-					time.Sleep(time.Duration(g.IntN(300)) * time.Microsecond)
-				}
-			})
+			p, rng := awayPool(t, workers, 256)
 			var heavy, stop atomic.Bool
 			ws := p.Workers()
 			var cons []*consumer

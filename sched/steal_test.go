@@ -206,6 +206,30 @@ func (e *exclusive) Unpark() {
 	e.Task.Unpark()
 }
 
+// awayPool makes a pool of workers whose threads go away for up to 300µs,
+// at random moments (seeded, from -sched.seed) one time in oneIn that they
+// could, and returns it with a generator for the rest of the test.
+func awayPool(t *testing.T, workers, oneIn int) (*Pool, *rand.Rand) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
+	// NB: the hook runs on the workers' threads; each draws from its own
+	// generator, seeded from rng before the run.
+	gens := make([]*rand.Rand, workers)
+	for i := range gens {
+		gens[i] = rand.New(rand.NewPCG(rng.Uint64(), 0))
+	}
+	p, err := New(Options{Workers: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withAwayHook(t, func(w *Worker, _ bool) {
+		if g := gens[w.ID()]; g.IntN(oneIn) == 0 {
+			time.Sleep(time.Duration(g.IntN(300)) * time.Microsecond)
+		}
+	})
+	return p, rng
+}
+
 // TestStealingKeepsTasksInOrder runs producer→consumer pairs across 2 and 3
 // workers whose threads go away at random moments (seeded): every record
 // arrives, in order, and no task is ever entered by two threads at once.
@@ -214,22 +238,7 @@ func (e *exclusive) Unpark() {
 func TestStealingKeepsTasksInOrder(t *testing.T) {
 	for _, workers := range []int{2, 3} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
-			// NB: the hook runs on the workers' threads; each draws from
-			// its own generator, seeded from rng before the run.
-			gens := make([]*rand.Rand, workers)
-			for i := range gens {
-				gens[i] = rand.New(rand.NewPCG(rng.Uint64(), 0))
-			}
-			p, err := New(Options{Workers: workers})
-			if err != nil {
-				t.Fatal(err)
-			}
-			withAwayHook(t, func(w *Worker, _ bool) {
-				if g := gens[w.ID()]; g.IntN(64) == 0 {
-					time.Sleep(time.Duration(g.IntN(300)) * time.Microsecond)
-				}
-			})
+			p, _ := awayPool(t, workers, 64)
 			cons := pipeline(t, p, 6, 1_000_000)
 			for _, w := range p.Workers() {
 				for i, task := range w.tasks {
