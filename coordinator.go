@@ -78,6 +78,9 @@ type coordinator struct {
 	sources []*operator.Task
 	workers map[*operator.Task]*sched.Worker // nil entries: the writer goroutine writes
 	fail    func(error)                      // stops the job with the error
+	// wake asks resting workers to step their own tasks for a while
+	// (sched.Pool.WakeFor); nil leaves them be.
+	wake func(time.Duration)
 
 	mu struct {
 		sync.Mutex
@@ -166,6 +169,15 @@ func signal(ch chan struct{}) {
 	}
 }
 
+// wakeLead is how long before a periodic trigger resting workers are woken
+// (a sleeping thread takes 100–300µs to run); wakeBurst how long after the
+// trigger they stay awake at least (the copy-on-write burst lasts a few
+// milliseconds once shared).
+const (
+	wakeLead  = time.Millisecond
+	wakeBurst = 10 * time.Millisecond
+)
+
 func (c *coordinator) triggerLoop() {
 	defer c.wg.Done()
 	tick := time.NewTicker(c.cfg.Interval)
@@ -176,6 +188,17 @@ func (c *coordinator) triggerLoop() {
 			return
 		case <-c.poke:
 		case <-tick.C:
+			if c.wake != nil {
+				// A barrier's synchronous snapshots and the copy-on-write
+				// after it are a burst of work on every subtask: resting
+				// workers share it, woken a little before the trigger.
+				c.wake(wakeLead + wakeBurst)
+				select {
+				case <-c.done:
+					return
+				case <-time.After(wakeLead):
+				}
+			}
 		}
 		c.maybeTrigger(time.Now())
 	}

@@ -130,7 +130,7 @@ type background struct {
 // job may block only briefly (a mutex), never on I/O. It must not touch
 // what the worker's tasks own without synchronising with them: while it
 // runs, a peer worker may step those tasks (see the package doc), and
-// worker 0 passes its jobs to a resting worker, whose core is free. Background
+// worker 0 passes its jobs to a resting (or lent) worker, whose core is free. Background
 // returns false, and does not run job, once the worker has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
@@ -175,19 +175,19 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 }
 
 // forwardTo returns the worker that should run a job queued on w, if not
-// w itself: for worker 0, a resting worker (or the one it passed its
-// earlier jobs to, while they are not finished). Called under w.bg.mu.
+// w itself: for worker 0, a resting or lent worker (or the one it passed
+// its earlier jobs to, while they are not finished). Called under w.bg.mu.
 func (w *Worker) forwardTo() *Worker {
 	b := &w.bg
 	if b.forwarded.Load() > 0 && b.fwdTo != nil {
 		return b.fwdTo
 	}
 	b.fwdTo = nil
-	if !w.hostingAtomic() {
+	if !w.hostingAtomic() && !(w.id == 0 && w.lentOut()) {
 		return nil
 	}
 	for _, g := range w.pool.workers[1:] {
-		if g.guest() {
+		if g.guest() || g.lent.Load() {
 			b.fwdTo = g
 			return g
 		}

@@ -61,6 +61,13 @@
 // worker's thread wakes for background work: its own, and worker 0's,
 // which worker 0 passes to it (the write-out of a checkpoint then runs on
 // a core of its own, next to the commit, while worker 0 steps the tasks).
+// A worker on its way back from a rest has its tasks stepped by worker 0
+// until its thread runs (100–300µs after the wake here). Pool.WakeFor
+// wakes the resting workers ahead of a known burst of work for the tasks
+// (a checkpoint's barrier and copy-on-write: the job calls it 1ms before
+// each periodic trigger); they stay lent, still running worker 0's
+// background work, and rest again after 20ms of calm.
+//
 // Options.NoRest turns resting off; Worker.Rests and Worker.Rested count
 // it.
 //

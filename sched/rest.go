@@ -42,6 +42,9 @@ const (
 	restCooldown    = time.Second
 	restCooldownMax = 16 * time.Second
 	restShortRest   = 2 * time.Second
+	// restBurstCalm: after Pool.WakeFor, the woken workers rest again once
+	// every working worker has been calm this long past its deadline.
+	restBurstCalm = 20 * time.Millisecond
 	// restSlice is how long a resting worker's background work runs
 	// before the worker looks at whether it should still rest.
 	restSlice = 200 * time.Microsecond
@@ -54,6 +57,11 @@ type restControl struct {
 	active int  // workers 0..active-1 step tasks; the others are asked to rest
 	// guests is len(workers) - active, for other threads (Background).
 	guests atomic.Int32
+	// wakeUntil is Pool.WakeFor's latest deadline (see sinceEpoch); woke
+	// is the one worker 0 has acted on.
+	wakeUntil atomic.Int64
+	woke      int64
+	burst     bool // the workers awake are lent (Pool.WakeFor): a short calm will do
 
 	checked   time.Time     // the last review; zero before the first
 	calmSince time.Time     // since when every working worker has been calm
@@ -134,14 +142,91 @@ func (w *Worker) reviewLoad(now time.Time) {
 		c.guests.Add(-1)
 	case !calm:
 		c.calmSince = now
-	case c.active > 1 && now.Sub(c.calmSince) >= restCalm && !now.Before(c.until):
+		if c.burst && now.Sub(c.until) > restCalm {
+			c.unlend(ws) // the load came to stay: the lent workers work
+		}
+	case c.active > 1 && now.Sub(c.calmSince) >= c.calmNeeded() && !now.Before(c.until):
 		c.active--
 		c.guests.Add(1)
 		c.restedAt, c.calmSince = now, now
 		g := ws[c.active]
+		if g.lent.Load() {
+			g.lent.Store(false)
+			c.burst = c.active > 1 && ws[c.active-1].lent.Load()
+		}
 		g.restWanted.Store(true)
 		g.Wake() // if it sleeps on its doorbell, so that it rests now
 	}
+}
+
+// calmNeeded is how long every working worker must have been calm before
+// one more rests.
+func (c *restControl) calmNeeded() time.Duration {
+	if c.burst {
+		return restBurstCalm
+	}
+	return restCalm
+}
+
+// WakeFor tells the pool that a burst of work for the tasks is coming that
+// every core should share — a checkpoint's barrier, the synchronous
+// snapshots and the copy-on-write after it: every resting worker steps its
+// own tasks again from worker 0's next round until at least d from now,
+// and rests again once calm for 20ms after that. Meanwhile such a worker
+// is lent: worker 0 still passes its background work to it. Without
+// resting workers WakeFor only holds rests back until then.
+//
+// Why: at light load worker 0 steps every task, and after a barrier each
+// first write to a page of state copies it; the longer worker 0's round,
+// the more records the next one brings, each likely to touch a page not
+// yet copied, and the rounds grew to 300–700µs for 5–10ms after every
+// checkpoint at 1M records/s. Woken a little before the trigger, the other
+// worker takes its own subtasks' share and the rounds stay under ~200µs.
+func (p *Pool) WakeFor(d time.Duration) {
+	c := &p.rest
+	until := sinceEpoch(time.Now().Add(d))
+	for {
+		old := c.wakeUntil.Load()
+		if old >= until || c.wakeUntil.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	p.workers[0].Wake()
+}
+
+// lendAll, on worker 0 at every round, acts on a new Pool.WakeFor: it
+// wakes every resting worker, marking it lent, and holds rests back until
+// the deadline.
+func (w *Worker) lendAll(now time.Time) {
+	c := &w.pool.rest
+	u := c.wakeUntil.Load()
+	if u == c.woke {
+		return
+	}
+	c.woke = u
+	until := epoch.Add(time.Duration(u))
+	if c.active < len(w.pool.workers) {
+		for _, g := range w.pool.workers[c.active:] {
+			g.lent.Store(true)
+			g.endRest()
+		}
+		c.guests.Store(0)
+		c.active = len(w.pool.workers)
+		c.burst = true
+	}
+	if until.After(c.until) {
+		c.until = until
+	}
+	c.calmSince = until
+}
+
+// unlend ends every worker's lending: worker 0 keeps its background work
+// again.
+func (c *restControl) unlend(ws []*Worker) {
+	for _, g := range ws {
+		g.lent.Store(false)
+	}
+	c.burst = false
 }
 
 // stopHosting wakes every resting worker for good: worker 0's own tasks
@@ -163,8 +248,22 @@ func (w *Worker) hosting() bool { return w.id == 0 && w.pool.rest.active < len(w
 // hostingAtomic is hosting for any thread.
 func (w *Worker) hostingAtomic() bool { return w.id == 0 && w.pool.rest.guests.Load() > 0 }
 
-// guest reports whether g rests while worker 0 steps its tasks.
-func (g *Worker) guest() bool { return g.resting.Load() && g.restWanted.Load() }
+// lentOut reports whether a worker is awake for Pool.WakeFor (on any
+// thread).
+func (w *Worker) lentOut() bool {
+	for _, g := range w.pool.workers[1:] {
+		if g.lent.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// guest reports whether g rests while worker 0 steps its tasks: from when
+// its thread goes to rest until it is back from it, not only while worker
+// 0 wants it to rest. (A woken thread takes 100–300µs here to run, and
+// records for its tasks would wait as long.)
+func (g *Worker) guest() bool { return g.resting.Load() }
 
 // pollGuests steps, once, the tasks of every resting worker (worker 0
 // only).
@@ -221,6 +320,9 @@ func (w *Worker) rest() {
 		futex.Wait((*uint32)(unsafe.Pointer(&w.restBell)), 0, maxPark)
 	}
 	w.resting.Store(false)
+	// NB: worker 0 may be asleep holding this worker's tasks' lock (see
+	// park); it lets go when woken.
+	w.pool.workers[0].Wake()
 	w.restNs.Add(int64(time.Since(start)))
 }
 

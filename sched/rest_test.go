@@ -301,3 +301,74 @@ func TestRestingKeepsTasksInOrder(t *testing.T) {
 		})
 	}
 }
+
+// lastThreadTask makes progress on every other step until stop, and
+// records the thread of its latest step.
+type lastThreadTask struct {
+	alternating
+	last atomic.Int32
+}
+
+func (t *lastThreadTask) Step(now time.Time) (Status, error) {
+	t.last.Store(int32(unix.Gettid()))
+	return t.alternating.Step(now)
+}
+
+// TestWakeForLendsRestingWorker: Pool.WakeFor wakes a resting worker,
+// which steps its own task on its own thread again and, while lent, runs
+// worker 0's background work; once calm, it rests again.
+func TestWakeForLendsRestingWorker(t *testing.T) {
+	// NB: without stealing, so that only resting moves the tasks.
+	p, err := New(Options{Workers: 2, NoPin: true, NoSteal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	w0, w1 := p.Workers()[0], p.Workers()[1]
+	own := &lastThreadTask{alternating: alternating{stop: &stop}}
+	guest := &lastThreadTask{alternating: alternating{stop: &stop}}
+	w0.Add(own)
+	w1.Add(guest)
+	var (
+		tid1, ranOn int32
+		steppedOwn  bool
+		lentRan     bool
+		restedAgain bool
+	)
+	go func() {
+		defer stop.Store(true)
+		if !waitFor(func() bool { return guest.last.Load() != 0 }) {
+			return
+		}
+		tid1 = guest.last.Load() // its first steps: worker 1's own thread
+		if !waitFor(func() bool { return w1.resting.Load() && guest.last.Load() == own.last.Load() }) {
+			t.Error("worker 1 never rested")
+			return
+		}
+		p.WakeFor(200 * time.Millisecond)
+		if steppedOwn = waitFor(func() bool { return guest.last.Load() == tid1 && !w1.resting.Load() }); !steppedOwn {
+			return
+		}
+		done := make(chan struct{})
+		w0.Background(func(s *Slice) {
+			s.Pause()
+			ranOn = int32(unix.Gettid())
+			close(done)
+		})
+		<-done
+		lentRan = ranOn == tid1
+		restedAgain = waitFor(func() bool { return w1.Rests() >= 2 })
+	}()
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case t.Failed():
+	case !steppedOwn:
+		t.Fatal("after WakeFor, worker 1's thread never stepped its task again")
+	case !lentRan:
+		t.Errorf("worker 0's background work ran on thread %d while worker 1 (thread %d) was lent, want worker 1's", ranOn, tid1)
+	case !restedAgain:
+		t.Error("worker 1 did not rest again once calm after WakeFor")
+	}
+}

@@ -57,6 +57,7 @@ type Worker struct {
 	restWanted atomic.Bool
 	resting    atomic.Bool
 	restBell   atomic.Uint32
+	lent       atomic.Bool // awake for Pool.WakeFor: still runs worker 0's background work
 	backlogNs  atomic.Int64
 	busyNs     atomic.Int64 // time in rounds where a task made progress
 	busyRounds atomic.Int64 // and how many
@@ -157,6 +158,7 @@ func (w *Worker) run() {
 			continue
 		}
 		if w.id == 0 {
+			w.lendAll(now)
 			w.reviewLoad(now)
 		}
 		if !held {
