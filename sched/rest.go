@@ -242,8 +242,22 @@ func (w *Worker) stopHosting() {
 }
 
 // hosting reports whether worker w steps the tasks of resting workers (on
-// worker 0's thread only).
-func (w *Worker) hosting() bool { return w.id == 0 && w.pool.rest.active < len(w.pool.workers) }
+// worker 0's thread only): while it wants some to rest, and until every
+// woken one is back (see guest).
+func (w *Worker) hosting() bool {
+	if w.id != 0 {
+		return false
+	}
+	if w.pool.rest.active < len(w.pool.workers) {
+		return true
+	}
+	for _, g := range w.pool.workers[1:] {
+		if g.resting.Load() {
+			return true
+		}
+	}
+	return false
+}
 
 // hostingAtomic is hosting for any thread.
 func (w *Worker) hostingAtomic() bool { return w.id == 0 && w.pool.rest.guests.Load() > 0 }
