@@ -183,7 +183,7 @@ func (w *Worker) forwardTo() *Worker {
 		return b.fwdTo
 	}
 	b.fwdTo = nil
-	if !w.hostingAtomic() && !(w.id == 0 && w.lentOut()) {
+	if w.id != 0 {
 		return nil
 	}
 	for _, g := range w.pool.workers[1:] {

@@ -55,8 +55,6 @@ const (
 type restControl struct {
 	off    bool // Options.NoRest, a single worker, or worker 0 has finished
 	active int  // workers 0..active-1 step tasks; the others are asked to rest
-	// guests is len(workers) - active, for other threads (Background).
-	guests atomic.Int32
 	// wakeUntil is Pool.WakeFor's latest deadline (see sinceEpoch); woke
 	// is the one worker 0 has acted on.
 	wakeUntil atomic.Int64
@@ -139,7 +137,6 @@ func (w *Worker) reviewLoad(now time.Time) {
 		ws[c.active].endRest()
 		c.active++
 		c.woken++
-		c.guests.Add(-1)
 	case !calm:
 		c.calmSince = now
 		if c.burst && now.Sub(c.until) > restCalm {
@@ -147,7 +144,6 @@ func (w *Worker) reviewLoad(now time.Time) {
 		}
 	case c.active > 1 && now.Sub(c.calmSince) >= c.calmNeeded() && !now.Before(c.until):
 		c.active--
-		c.guests.Add(1)
 		c.restedAt, c.calmSince = now, now
 		g := ws[c.active]
 		if g.lent.Load() {
@@ -210,7 +206,6 @@ func (w *Worker) lendAll(now time.Time) {
 			g.lent.Store(true)
 			g.endRest()
 		}
-		c.guests.Store(0)
 		c.active = len(w.pool.workers)
 		c.burst = true
 	}
@@ -238,7 +233,6 @@ func (w *Worker) stopHosting() {
 		g.endRest()
 	}
 	c.active = len(w.pool.workers)
-	c.guests.Store(0)
 }
 
 // hosting reports whether worker w steps the tasks of resting workers (on
@@ -253,20 +247,6 @@ func (w *Worker) hosting() bool {
 	}
 	for _, g := range w.pool.workers[1:] {
 		if g.resting.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// hostingAtomic is hosting for any thread.
-func (w *Worker) hostingAtomic() bool { return w.id == 0 && w.pool.rest.guests.Load() > 0 }
-
-// lentOut reports whether a worker is awake for Pool.WakeFor (on any
-// thread).
-func (w *Worker) lentOut() bool {
-	for _, g := range w.pool.workers[1:] {
-		if g.lent.Load() {
 			return true
 		}
 	}
