@@ -132,6 +132,13 @@ type WorkerStats struct {
 	// and Rested how long it rested in all.
 	Rests  int64
 	Rested time.Duration
+	// Preempted is how often the operating system took the worker's core
+	// from its thread while it could run: for another process, a kernel
+	// thread or the Go runtime (which preempts a goroutine that has run
+	// 10ms, and a worker's runs for the whole job). Each costs the tasks
+	// on that thread from microseconds to milliseconds; on a machine whose
+	// cores the workers keep busy, this is where latency spikes come from.
+	Preempted int64
 }
 
 // WorkerStats returns each worker's statistics so far, the running
@@ -156,6 +163,7 @@ func addWorkerStats(stats []WorkerStats, p *sched.Pool) []WorkerStats {
 		stats[i].Stolen += w.Stolen()
 		stats[i].Rests += w.Rests()
 		stats[i].Rested += w.Rested()
+		stats[i].Preempted += w.Preempted()
 	}
 	return stats
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/internal/testseed"
 	"golang.org/x/sys/unix"
 )
@@ -294,5 +295,49 @@ func TestPeerRunsTasksDuringBackgroundWork(t *testing.T) {
 	}
 	if took, bg := task.tookOn.Load(), bgOn.Load(); took == 0 || took == bg {
 		t.Fatalf("work given while worker 0's thread (%d) ran background work was taken by thread %d, want a peer's", bg, took)
+	}
+}
+
+// TestPreemptedCounts runs a busy worker on the first usable CPU while
+// another thread, pinned to the same CPU, spins: the kernel must take the
+// core from one for the other, and the worker counts the times it lost it.
+func TestPreemptedCounts(t *testing.T) {
+	cpus, err := affinity.Usable()
+	if err != nil {
+		t.Skip("CPU affinity unavailable:", err)
+	}
+	p, err := New(Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	p.Workers()[0].Add(&alternating{stop: &stop, always: true})
+	spun := make(chan time.Duration)
+	go func() {
+		unpin, err := affinity.Pin(cpus[0])
+		if err != nil {
+			spun <- 0
+			return
+		}
+		defer unpin()
+		start := time.Now()
+		for time.Since(start) < 200*time.Millisecond {
+		}
+		spun <- time.Since(start)
+	}()
+	go func() {
+		<-time.After(300 * time.Millisecond)
+		stop.Store(true)
+	}()
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-spun; d == 0 {
+		t.Skip("could not pin the competing thread")
+	}
+	if n := p.Workers()[0].Preempted(); n == 0 {
+		t.Errorf("the worker shared its CPU with a spinning thread for 200ms and counted no preemption")
+	} else {
+		t.Logf("preempted %d times", n)
 	}
 }

@@ -70,6 +70,11 @@ type Worker struct {
 	restNs   atomic.Int64
 	timeouts int       // sleeps in a row that ended by the clock; worker-only
 	looked   time.Time // when the worker last looked at its peers; worker-only
+	// preempted: the thread's involuntary context switches since the
+	// worker started, read every preemptCheck; worker-only but for loads.
+	preempted   atomic.Int64
+	preemptBase int64
+	preemptAt   time.Time
 
 	// Worker-only: the current round of the loop, for backlogNs; the
 	// tasks a park announces on (its own and its guests').
@@ -92,6 +97,25 @@ func (w *Worker) Parks() int64 { return w.parks.Load() }
 // Stolen returns how often a peer has run the worker's tasks while its
 // thread was away.
 func (w *Worker) Stolen() int64 { return w.steals.Load() }
+
+// Preempted returns how often the operating system has taken the worker's
+// core from its thread while the thread could run — for another process,
+// a kernel thread, or the Go runtime preempting the worker's goroutine. It
+// is read from the kernel every 100ms and when the worker exits.
+func (w *Worker) Preempted() int64 { return w.preempted.Load() }
+
+// preemptCheck is how often a worker reads its thread's count of
+// involuntary context switches (a system call, ~0.3µs).
+const preemptCheck = 100 * time.Millisecond
+
+// notePreemptions publishes the thread's involuntary context switches
+// since the worker started. Called on the worker's thread.
+func (w *Worker) notePreemptions(now time.Time) {
+	w.preemptAt = now
+	if n := affinity.Preemptions(); n >= 0 {
+		w.preempted.Store(n - w.preemptBase)
+	}
+}
 
 // Wake rings the doorbell: the worker, if asleep, wakes and polls its tasks.
 // While the worker rests, the ring is passed on to worker 0, which steps
@@ -117,6 +141,9 @@ func (w *Worker) run() {
 		defer unpin()
 	}
 	defer w.closeBackground()
+	// NB: the thread may have run other goroutines before; count from here.
+	w.preemptBase = max(affinity.Preemptions(), 0)
+	defer func() { w.notePreemptions(time.Now()) }()
 	// NB: the thread keeps the tasks' lock while they make progress, and
 	// lets go of it when they are idle and while it runs background work:
 	// a peer can then run the tasks if this thread loses its core or is in
@@ -140,6 +167,9 @@ func (w *Worker) run() {
 		}
 		now := time.Now()
 		w.seen.Store(sinceEpoch(now))
+		if now.Sub(w.preemptAt) >= preemptCheck {
+			w.notePreemptions(now)
+		}
 		if w.roundBacklog {
 			w.backlogNs.Store(w.backlogNs.Load() + int64(now.Sub(w.roundStart)))
 		}

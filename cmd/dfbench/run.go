@@ -240,10 +240,11 @@ type runJSON struct {
 // workerJSON is one ringflow worker's scheduler statistics
 // (ringflow.WorkerStats).
 type workerJSON struct {
-	Parks    int64   `json:"parks"`     // sleeps on its doorbell
-	Stolen   int64   `json:"stolen"`    // polls of its tasks by another worker while its thread was away
-	Rests    int64   `json:"rests"`     // times it rested while worker 0 ran its tasks
-	RestedMs float64 `json:"rested_ms"` // time it rested in all
+	Parks     int64   `json:"parks"`     // sleeps on its doorbell
+	Stolen    int64   `json:"stolen"`    // polls of its tasks by another worker while its thread was away
+	Rests     int64   `json:"rests"`     // times it rested while worker 0 ran its tasks
+	RestedMs  float64 `json:"rested_ms"` // time it rested in all
+	Preempted int64   `json:"preempted"` // times the OS took its core from it while it could run
 }
 
 func latencyJSONOf(l pipelines.Latency) latencyJSON {
@@ -259,7 +260,7 @@ func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) r
 	out.Workers = []workerJSON{}
 	for _, w := range e.Workers {
 		out.Workers = append(out.Workers, workerJSON{Parks: w.Parks, Stolen: w.Stolen,
-			Rests: w.Rests, RestedMs: float64(w.Rested) / 1e6})
+			Rests: w.Rests, RestedMs: float64(w.Rested) / 1e6, Preempted: w.Preempted})
 	}
 	if base != nil {
 		out.Baseline = &baselineJSON{RecordsPerSec: base.RecordsPerSec, Latency: latencyJSONOf(base.Latency)}

@@ -36,10 +36,11 @@ func TestRunCheckpointJSON(t *testing.T) {
 	var obj struct {
 		Checkpoints map[string]any `json:"checkpoints"`
 		Workers     []struct {
-			Parks    *int64   `json:"parks"`
-			Stolen   *int64   `json:"stolen"`
-			Rests    *int64   `json:"rests"`
-			RestedMs *float64 `json:"rested_ms"`
+			Parks     *int64   `json:"parks"`
+			Stolen    *int64   `json:"stolen"`
+			Rests     *int64   `json:"rests"`
+			RestedMs  *float64 `json:"rested_ms"`
+			Preempted *int64   `json:"preempted"`
 		} `json:"workers"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &obj); err != nil {
@@ -67,8 +68,8 @@ func TestRunCheckpointJSON(t *testing.T) {
 		t.Errorf("no workers in the JSON: %s", stdout.String())
 	}
 	for i, w := range obj.Workers {
-		if w.Parks == nil || w.Stolen == nil || w.Rests == nil || w.RestedMs == nil {
-			t.Errorf("worker %d: %+v, want parks, stolen, rests and rested_ms", i, w)
+		if w.Parks == nil || w.Stolen == nil || w.Rests == nil || w.RestedMs == nil || w.Preempted == nil {
+			t.Errorf("worker %d: %+v, want parks, stolen, rests, rested_ms and preempted", i, w)
 		}
 	}
 }

@@ -58,6 +58,18 @@ func Pin(cpu int) (unpin func(), err error) {
 // on dfbench's keyed-count at 10% load, 71-97 µs with this.
 func Yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
+// Preemptions returns how often the calling OS thread has lost its core
+// while it could still run — the kernel's count of its involuntary context
+// switches (getrusage RUSAGE_THREAD, ru_nivcsw) — or -1 if it cannot be
+// read.
+func Preemptions() int64 {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return -1
+	}
+	return ru.Nivcsw
+}
+
 // ThreadCPU returns the CPU time the calling OS thread has used
 // (CLOCK_THREAD_CPUTIME_ID): unlike the wall clock, it does not advance
 // while the thread is off its core. It is a system call (the vDSO does not
