@@ -37,29 +37,9 @@ import (
 func BenchmarkKeyedCountCeiling(b *testing.B) {
 	for _, table := range []string{"gomap", "cow", "flat"} {
 		b.Run(table, func(b *testing.B) {
-			const records, par = 1 << 24, 2
-			var fusedSecs, chanSecs float64
-			for b.Loop() {
-				c := Config{Pipeline: "keyed-count", Records: records, Parallelism: par}.withDefaults()
-				res, err := RunBaseline(context.Background(), c)
-				if err != nil {
-					b.Fatal(err)
-				}
-				chanSecs += res.Seconds
-				ls := newLanes(c)
-				secs, err := fusedKeyedCount(c, table, ls)
-				if err != nil {
-					b.Fatal(err)
-				}
-				fusedSecs += secs
-				if n, sum := ls.total(new(Histogram)); n != res.SinkRecords || sum != res.Checksum {
-					b.Fatalf("fused loop: %d records, checksum %#x; the baseline: %d, %#x", n, sum, res.SinkRecords, res.Checksum)
-				}
-			}
-			n := float64(b.N) * records
-			b.ReportMetric(n/fusedSecs, "fused-records/s")
-			b.ReportMetric(n/chanSecs, "chan-records/s")
-			b.ReportMetric(chanSecs/fusedSecs, "fused/chan")
+			benchCeiling(b, "keyed-count", func(c Config, ls *lanes) (float64, error) {
+				return fusedKeyedCount(c, table, ls)
+			})
 		})
 	}
 }
