@@ -132,11 +132,12 @@ type WorkerStats struct {
 	// and Rested how long it rested in all.
 	Rests  int64
 	Rested time.Duration
-	// Preempted is how often the operating system took the worker's core
-	// from its thread while it could run: for another process, a kernel
-	// thread or the Go runtime (which preempts a goroutine that has run
-	// 10ms, and a worker's runs for the whole job). Each costs the tasks
-	// on that thread from microseconds to milliseconds; on a machine whose
+	// Preempted is how often the worker's thread was switched out while it
+	// could still run: its core taken by another process, a kernel thread
+	// or the Go runtime (which preempts a goroutine that has run 10ms, and
+	// a worker's runs for the whole job), or handed to another runnable
+	// thread by the worker's own yield when idle. Each costs the tasks on
+	// that thread from microseconds to milliseconds; on a machine whose
 	// cores the workers keep busy, this is where latency spikes come from.
 	Preempted int64
 }

@@ -98,10 +98,11 @@ func (w *Worker) Parks() int64 { return w.parks.Load() }
 // thread was away.
 func (w *Worker) Stolen() int64 { return w.steals.Load() }
 
-// Preempted returns how often the operating system has taken the worker's
-// core from its thread while the thread could run — for another process,
-// a kernel thread, or the Go runtime preempting the worker's goroutine. It
-// is read from the kernel every 100ms and when the worker exits.
+// Preempted returns how often the worker's thread was switched out while
+// it could still run: its core taken by another process, a kernel thread
+// or the Go runtime preempting the worker's goroutine, or given to another
+// runnable thread by the worker's own yield when idle. It is read from the
+// kernel every 100ms and when the worker exits.
 func (w *Worker) Preempted() int64 { return w.preempted.Load() }
 
 // preemptCheck is how often a worker reads its thread's count of

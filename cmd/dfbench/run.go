@@ -244,7 +244,7 @@ type workerJSON struct {
 	Stolen    int64   `json:"stolen"`    // polls of its tasks by another worker while its thread was away
 	Rests     int64   `json:"rests"`     // times it rested while worker 0 ran its tasks
 	RestedMs  float64 `json:"rested_ms"` // time it rested in all
-	Preempted int64   `json:"preempted"` // times the OS took its core from it while it could run
+	Preempted int64   `json:"preempted"` // times its thread was switched out while it could run
 }
 
 func latencyJSONOf(l pipelines.Latency) latencyJSON {

@@ -58,10 +58,10 @@ func Pin(cpu int) (unpin func(), err error) {
 // on dfbench's keyed-count at 10% load, 71-97 µs with this.
 func Yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
-// Preemptions returns how often the calling OS thread has lost its core
+// Preemptions returns how often the calling OS thread was switched out
 // while it could still run — the kernel's count of its involuntary context
-// switches (getrusage RUSAGE_THREAD, ru_nivcsw) — or -1 if it cannot be
-// read.
+// switches (getrusage RUSAGE_THREAD, ru_nivcsw), which includes a Yield
+// that gave the core to another thread — or -1 if it cannot be read.
 func Preemptions() int64 {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
