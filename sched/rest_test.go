@@ -248,11 +248,13 @@ func TestRestingKeepsTasksInOrder(t *testing.T) {
 				}
 				t.Cleanup(func() { r.Close() })
 				pw, cw := ws[rng.IntN(workers)], ws[rng.IntN(workers)]
-				if i == 0 {
-					// Worker 0 reviews the load and hosts the resting
-					// workers' tasks; with no task of its own it would
-					// finish at once and nobody would rest.
-					pw = ws[0]
+				if i < workers {
+					// Every worker gets a task: worker 0 reviews the load
+					// and hosts the resting workers' tasks, and a worker
+					// with no task finishes at once — with worker 0 none
+					// would rest, with the last, the one asked to rest
+					// would be gone.
+					pw = ws[i]
 				}
 				r.SetWakers(cw, pw)
 				c := &consumer{rd: r.Reader()}
