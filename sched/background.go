@@ -130,8 +130,9 @@ type background struct {
 // job may block only briefly (a mutex), never on I/O. It must not touch
 // what the worker's tasks own without synchronising with them: while it
 // runs, a peer worker may step those tasks (see the package doc), and
-// worker 0 passes its jobs to a resting (or lent) worker, whose core is free. Background
-// returns false, and does not run job, once the worker has exited.
+// worker 0 passes its jobs to a resting (or lent) worker, whose core is
+// free. Background returns false, and does not run job, once the worker
+// has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
 	b.mu.Lock()

@@ -49,9 +49,9 @@
 // over half of its time behind in the last 100ms, or its rounds that found
 // work took over 4µs on average (a record waits about a round at each hop,
 // and the rounds grow with the load before any task is behind), the worker
-// that rested last is woken. After a wake none rests for a second, twice as long each
-// time a rest lasted under two seconds (a load one worker fewer cannot
-// carry), up to 16 seconds.
+// that rested last is woken. After a wake none rests for a second, twice
+// as long each time a rest lasted under two seconds (a load one worker
+// fewer cannot carry), up to 16 seconds.
 //
 // A resting worker lets go of its tasks and sleeps on a futex word that no
 // ring rings; worker 0 steps its tasks with its own, at every round and
