@@ -56,7 +56,16 @@ func Pin(cpu int) (unpin func(), err error) {
 // goroutine back, two futex round trips (tens of µs on a VM). Pinned
 // workers that yielded that way when idle had a p99 latency of 133-166 µs
 // on dfbench's keyed-count at 10% load, 71-97 µs with this.
-func Yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+//
+// NB: a Syscall, not a RawSyscall, though sched_yield never blocks long:
+// Syscall tells the runtime the goroutine is in the kernel, so that a
+// stop-the-world (a garbage collection's, a goroutine profile's) can go on
+// without it. A goroutine looping on a raw sched_yield spends almost all
+// its time in the kernel or in the assembly around the call, where the
+// runtime cannot preempt it, and the world waited for it for seconds —
+// with every other goroutine, the peer that held a lock it was waiting
+// for among them, already stopped (TestYieldLetsTheWorldStop).
+func Yield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Preemptions returns how often the calling OS thread was switched out
 // while it could still run — the kernel's count of its involuntary context

@@ -2,6 +2,8 @@ package affinity
 
 import (
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,5 +52,39 @@ func TestThreadCPU(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if slept := ThreadCPU() - start; slept > 5*time.Millisecond {
 		t.Errorf("20ms of sleep advanced the thread's CPU clock by %v", slept)
+	}
+}
+
+// TestYieldLetsTheWorldStop: while locked goroutines, one per P, do nothing
+// but Yield (idle workers at the yield rung), stopping the world — which a
+// garbage collection and a goroutine profile do — still succeeds at once.
+// With a raw sched_yield the runtime could rarely preempt them, and a stop
+// took seconds (200 stops took over 10s; each takes well under 1ms with
+// Yield as it is). The bound below only keeps a regression from hanging
+// the test.
+func TestYieldLetsTheWorldStop(t *testing.T) {
+	const stops = 200
+	var quit atomic.Bool
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for !quit.Load() {
+				Yield()
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer quit.Store(true)
+	var ms runtime.MemStats
+	start := time.Now()
+	for i := range stops {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%d stops of the world took %v while goroutines yielded", i, time.Since(start))
+		}
+		runtime.ReadMemStats(&ms) // stops the world
 	}
 }
