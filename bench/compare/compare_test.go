@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,5 +191,17 @@ func TestCompareShort(t *testing.T) {
 				t.Errorf("state dirs left behind: %v", left)
 			}
 		})
+	}
+}
+
+// TestStopFgprofPanic: a panic while fgprof writes its profile is an error
+// that names fgprof, not a crash of the comparison.
+func TestStopFgprofPanic(t *testing.T) {
+	err := stopFgprof(func() error { var hz int; return errors.New(fmt.Sprint(1e9 / hz)) })
+	if err == nil || !strings.Contains(err.Error(), "fgprof") {
+		t.Fatalf("got %v, want an error naming fgprof", err)
+	}
+	if err := stopFgprof(func() error { return nil }); err != nil {
+		t.Fatalf("a clean stop: %v", err)
 	}
 }

@@ -143,7 +143,7 @@ func startProfile(dir string, m Mode) (func() error, error) {
 	}
 	stop := fgprof.Start(f, fgprof.FormatPprof)
 	return func() error {
-		err := stop()
+		err := stopFgprof(stop)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -152,6 +152,19 @@ func startProfile(dir string, m Mode) (func() error, error) {
 		}
 		return nil
 	}, nil
+}
+
+// stopFgprof stops an fgprof profile and writes it out. fgprof divides
+// by its achieved sampling rate rounded to whole hertz, and panics when
+// that rounds to zero — fewer than one sample per two seconds, which a
+// starved or stalled process can come to; that is an error here.
+func stopFgprof(stop func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("fgprof could not write the profile (too few samples for its run time?): %v", r)
+		}
+	}()
+	return stop()
 }
 
 func writeStallsFile(path string, r Report) error {
