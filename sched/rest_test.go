@@ -380,3 +380,54 @@ func TestWakeForLendsRestingWorker(t *testing.T) {
 		t.Error("worker 1 did not rest again once calm after WakeFor")
 	}
 }
+
+// TestLendKeepsTheRest: a worker lent for Pool.WakeFor and resting again
+// goes on with its rest. When the load later wakes it, more than
+// restShortRest after the rest began, the cooldown is the shortest, as
+// after any long rest — however recent the last lend. (Counting the rest
+// from its end of lend doubled the cooldown at every wake with a
+// checkpoint each second.)
+func TestLendKeepsTheRest(t *testing.T) {
+	p, err := New(Options{Workers: 2, NoPin: true, NoSteal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop, heavy atomic.Bool
+	w1 := p.Workers()[1]
+	p.Workers()[0].Add(&backlogTask{alternating: alternating{stop: &stop}, heavy: &heavy})
+	w1.Add(&alternating{stop: &stop})
+	var lends int64
+	go func() {
+		defer stop.Store(true)
+		if !waitFor(func() bool { return w1.Rests() > 0 && w1.resting.Load() }) {
+			t.Error("worker 1 never rested")
+			return
+		}
+		for start := time.Now(); time.Since(start) < restShortRest+300*time.Millisecond; {
+			rests := w1.Rests()
+			p.WakeFor(5 * time.Millisecond)
+			if !waitFor(func() bool { return w1.Rests() > rests && w1.resting.Load() }) {
+				t.Error("worker 1 did not rest again after a lend")
+				return
+			}
+			lends++
+			time.Sleep(50 * time.Millisecond)
+		}
+		heavy.Store(true)
+		if !waitFor(func() bool { return !w1.restWanted.Load() && !w1.resting.Load() }) {
+			t.Error("worker 0 stayed behind: worker 1 was never woken")
+		}
+	}()
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if p.rest.woken == 0 {
+		t.Fatal("the load review counted no wake")
+	}
+	if c := p.rest.cooldown; c != restCooldown {
+		t.Errorf("after %d lends and a wake over %v into the rest, cooldown %v, want %v", lends, restShortRest, c, restCooldown)
+	}
+}
