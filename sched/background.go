@@ -111,9 +111,13 @@ type background struct {
 	stop func()
 	cur  *Slice
 	last time.Time // when the worker last ran a slice; zero after the last job
-	// lastCPU is the thread's CPU clock when the last busy slice started.
+	// lastCPU is the thread's CPU clock when the last busy slice started;
+	// afterIdle if an idle slice came since.
 	lastCPU time.Duration
 }
+
+// afterIdle is background.lastCPU after an idle slice.
+const afterIdle = -1
 
 // Background queues job to run on the worker's own thread, in slices of
 // about 20µs between the steps of its tasks: whenever the tasks are idle,
@@ -208,10 +212,14 @@ func (w *Worker) runBackground(now time.Time, busy, rest bool) {
 	slice := bgSlice
 	if rest {
 		slice = restSlice
-	} else if busy {
-		// NB: the CPU clock is read for busy slices only (a system call);
-		// after idle slices lastCPU is older than last, and the wall time
-		// is the smaller.
+	}
+	if rest || !busy {
+		// NB: the CPU clock is read for busy slices only (a system call).
+		// After an idle or resting slice, the work has had its turn: the
+		// next busy slice owes it nothing, and the wall time since this
+		// one may include time the thread spent off its core.
+		b.lastCPU = afterIdle
+	} else {
 		cpu := affinity.ThreadCPU()
 		// NB: the first busy slice after the work's patience ran out is an
 		// ordinary one: the time it waited is not owed to it (a quarter of
@@ -219,7 +227,10 @@ func (w *Worker) runBackground(now time.Time, busy, rest bool) {
 		// copy-on-write burst).
 		if !b.last.IsZero() && !b.last.Before(w.patientFrom()) {
 			had := now.Sub(b.last)
-			if cpu > 0 && b.lastCPU > 0 {
+			switch {
+			case b.lastCPU == afterIdle:
+				had = 0
+			case cpu > 0 && b.lastCPU > 0:
 				had = min(had, cpu-b.lastCPU)
 			}
 			slice = min(max(slice, had/bgBusyShare), bgMaxSlice)

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -448,5 +449,43 @@ func TestIdleSliceGivesWayToReadyTask(t *testing.T) {
 	}
 	if late > 0 {
 		t.Errorf("in %d of %d rounds the job's Pause returned before the ready task stepped", late, rounds)
+	}
+}
+
+// TestBusySliceAfterIdleSliceOwesNothing drives the slice rule directly on
+// one thread: a busy slice, 4ms of the thread's CPU time on its tasks, an
+// idle slice, 4ms off the core, then a busy slice. The last is an ordinary
+// slice: the work had its turn in the idle slice, and nobody worked since.
+// (It was a quarter of the 4ms when the rule compared the wall time since
+// the idle slice with the CPU time since the last busy one, as
+// TestBusySliceAfterLostCoreIsShort saw once under -race.)
+func TestBusySliceAfterIdleSliceOwesNothing(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p, err := New(Options{Workers: 1, NoPin: true, BackgroundPatience: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.Workers()[0]
+	var budgets []time.Duration
+	w.Background(func(s *Slice) {
+		for s.Pause() {
+			budgets = append(budgets, time.Until(s.end))
+			for time.Now().Before(s.end) { // use the slice up
+			}
+		}
+	})
+	w.runBackground(time.Now(), true, false)
+	for start := affinity.ThreadCPU(); affinity.ThreadCPU()-start < 4*time.Millisecond; {
+	}
+	w.runBackground(time.Now(), false, false)
+	time.Sleep(4 * time.Millisecond)
+	w.runBackground(time.Now(), true, false)
+	w.closeBackground()
+	if len(budgets) != 3 {
+		t.Fatalf("%d slices ran, want 3: %v", len(budgets), budgets)
+	}
+	if b := budgets[2]; b > bgSlice {
+		t.Errorf("the busy slice after an idle one and 4ms off the core had %v, want at most %v", b, bgSlice)
 	}
 }
