@@ -112,11 +112,11 @@ type background struct {
 	cur  *Slice
 	last time.Time // when the worker last ran a slice; zero after the last job
 	// lastCPU is the thread's CPU clock when the last busy slice started;
-	// afterIdle if an idle slice came since.
+	// afterIdle if an idle or resting slice came since.
 	lastCPU time.Duration
 }
 
-// afterIdle is background.lastCPU after an idle slice.
+// afterIdle is background.lastCPU after an idle or resting slice.
 const afterIdle = -1
 
 // Background queues job to run on the worker's own thread, in slices of
@@ -225,12 +225,9 @@ func (w *Worker) runBackground(now time.Time, busy, rest bool) {
 		// ordinary one: the time it waited is not owed to it (a quarter of
 		// it, 2 ms, stalled the records right after a barrier's
 		// copy-on-write burst).
-		if !b.last.IsZero() && !b.last.Before(w.patientFrom()) {
+		if b.lastCPU != afterIdle && !b.last.IsZero() && !b.last.Before(w.patientFrom()) {
 			had := now.Sub(b.last)
-			switch {
-			case b.lastCPU == afterIdle:
-				had = 0
-			case cpu > 0 && b.lastCPU > 0:
+			if cpu > 0 && b.lastCPU > 0 {
 				had = min(had, cpu-b.lastCPU)
 			}
 			slice = min(max(slice, had/bgBusyShare), bgMaxSlice)
