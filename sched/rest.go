@@ -65,7 +65,7 @@ type restControl struct {
 	calmSince time.Time     // since when every working worker has been calm
 	until     time.Time     // no worker rests before this
 	cooldown  time.Duration // the next wait after a wake
-	restedAt  time.Time     // when the last worker was asked to rest
+	restedAt  time.Time     // when a worker was last asked to rest for a calm load (not after a lend)
 	backlog   []int64       // each worker's backlogNs at the last review
 	// worker 0's busyNs and busyRounds at the last review, and what it did
 	// in each of the last restBusyChecks reviews
@@ -144,11 +144,19 @@ func (w *Worker) reviewLoad(now time.Time) {
 		}
 	case c.active > 1 && now.Sub(c.calmSince) >= c.calmNeeded() && !now.Before(c.until):
 		c.active--
-		c.restedAt, c.calmSince = now, now
+		c.calmSince = now
 		g := ws[c.active]
 		if g.lent.Load() {
 			g.lent.Store(false)
 			c.burst = c.active > 1 && ws[c.active-1].lent.Load()
+		} else {
+			// NB: a lent worker resting again goes on with the rest the
+			// load allowed before Pool.WakeFor; it does not start one.
+			// Counted from here, a wake for load a second after the last
+			// checkpoint's lend looked like a rest that had failed, and
+			// with a checkpoint every second the cooldown doubled at every
+			// wake, to 16s of both workers polling.
+			c.restedAt = now
 		}
 		g.restWanted.Store(true)
 		g.Wake() // if it sleeps on its doorbell, so that it rests now

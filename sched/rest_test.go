@@ -380,3 +380,58 @@ func TestWakeForLendsRestingWorker(t *testing.T) {
 		t.Error("worker 1 did not rest again once calm after WakeFor")
 	}
 }
+
+// TestLendKeepsTheRest drives worker 0's load review by hand, with a clock
+// of its own: worker 1 rests for a calm load, is lent for a WakeFor every
+// second (as a job with 1s checkpoints does) and rests again after each,
+// and 2.5s into its rest worker 0 falls behind and wakes it. The rest
+// lasted longer than restShortRest, so the cooldown must be the shortest:
+// a lent worker resting again goes on with its rest rather than starting
+// one. (Counting the rest from the end of the last lend made every wake
+// for load look like a failed rest, and with a checkpoint each second the
+// cooldown doubled at every wake, to 16s of both workers polling.)
+func TestLendKeepsTheRest(t *testing.T) {
+	p, err := New(Options{Workers: 2, NoPin: true, NoSteal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0 := p.Workers()[0]
+	c := &p.rest
+	now := time.Now()
+	review := func(d time.Duration) {
+		for end := now.Add(d); now.Before(end); {
+			now = now.Add(restCheck)
+			w0.reviewLoad(now)
+		}
+	}
+	review(restCalm + 5*restCheck)
+	if c.active != 1 {
+		t.Fatalf("after %v of calm, %d workers active, want 1 (worker 1 resting)", restCalm, c.active)
+	}
+	restStart := now
+	for lend := 1; now.Sub(restStart) < restShortRest+500*time.Millisecond; lend++ {
+		review(time.Second - 12*time.Millisecond)
+		p.WakeFor(11 * time.Millisecond)
+		w0.lendAll(now)
+		if c.active != 2 {
+			t.Fatalf("lend %d: WakeFor left %d workers active, want 2", lend, c.active)
+		}
+		review(11*time.Millisecond + restBurstCalm + 3*restCheck)
+		if c.active != 1 {
+			t.Fatalf("lend %d: worker 1 did not rest again after its lend (%d active)", lend, c.active)
+		}
+	}
+	// Worker 0 behind for restBusyChecks reviews: the load wakes worker 1.
+	woken := c.woken
+	for range restBusyChecks + 1 {
+		w0.backlogNs.Add(int64(restCheck) * 9 / 10)
+		review(restCheck)
+	}
+	if c.woken != woken+1 || c.active != 2 {
+		t.Fatalf("worker 0 behind: %d wakes, %d active; want one wake, 2 active", c.woken-woken, c.active)
+	}
+	if c.cooldown != restCooldown {
+		t.Errorf("a wake %v into a rest with lends every second: cooldown %v, want %v",
+			now.Sub(restStart).Round(time.Millisecond), c.cooldown, restCooldown)
+	}
+}
