@@ -188,6 +188,9 @@ func (c *coordinator) triggerLoop() {
 			return
 		case <-c.poke:
 		case <-tick.C:
+			if c.job.paused.Load() {
+				continue // Job.PauseCheckpoints: no wake, no trigger
+			}
 			if c.wake != nil {
 				// A barrier's synchronous snapshots and the copy-on-write
 				// after it are a burst of work on every subtask: resting
@@ -217,6 +220,8 @@ func (c *coordinator) maybeTrigger(now time.Time) {
 	case final && len(c.mu.inflight) > 0:
 		return // the final checkpoint waits for the others to end
 	case final:
+	case c.job.paused.Load():
+		return // Job.PauseCheckpoints holds periodic checkpoints back
 	case len(c.mu.inflight) >= c.cfg.MaxConcurrent || now.Sub(c.mu.lastEnd) < c.cfg.MinPause:
 		return
 	case now.Sub(c.mu.lastTrigger) < c.cfg.Interval*9/10:

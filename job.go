@@ -109,6 +109,7 @@ type Job struct {
 	byName   map[string]*node
 	restarts atomic.Int64
 	restored atomic.Uint64 // checkpoint the latest attempt started from
+	paused   atomic.Bool   // PauseCheckpoints
 
 	statsMu     sync.Mutex
 	checkpoints []CheckpointStats
@@ -168,6 +169,15 @@ func addWorkerStats(stats []WorkerStats, p *sched.Pool) []WorkerStats {
 	}
 	return stats
 }
+
+// PauseCheckpoints holds periodic checkpoints back (paused true) or lets
+// them go on again (false); it may be called at any time, from any
+// goroutine, before or during Run. A checkpoint already triggered goes on,
+// and a bounded job still takes its final checkpoint at the end of its
+// input. With the interval's ticks skipped, the job runs as it would
+// without checkpoints, which is what a measurement of checkpointing's cost
+// in one run needs (dfbench run --checkpoint-windows).
+func (j *Job) PauseCheckpoints(paused bool) { j.paused.Store(paused) }
 
 // Restarts returns how often the job restarted after a failure.
 func (j *Job) Restarts() int { return int(j.restarts.Load()) }

@@ -66,6 +66,16 @@ type Config struct {
 	// when the slow ones were generated (against the checkpoints'
 	// trigger times, say). About one record in 1024 is a sample.
 	KeepSamples bool
+	// CheckpointWindows, if positive, runs ringflow in alternating windows
+	// of this length, the first with its checkpoints paused
+	// (Job.PauseCheckpoints), the next with them on, and so on, and
+	// Result.Windows gives the latency of the samples generated in each
+	// kind apart: what checkpoints cost the records, measured in one run,
+	// under the same noise from the machine. The first Checkpoint.Interval
+	// of each window counts in neither kind (a checkpoint triggered at the
+	// end of a window may still be committing). Needs checkpoints and a
+	// window of at least two intervals; the baseline ignores it.
+	CheckpointWindows time.Duration
 
 	// The rest applies to ringflow only; the baseline ignores it.
 
@@ -150,6 +160,12 @@ func (c Config) Validate() error {
 		return bad("sink directory %q: the transactional file sink commits only on checkpoints; set a checkpoint interval", c.SinkDir)
 	case c.FailAfter > 0 && c.Checkpoint.Interval == 0:
 		return bad("fail after %d records: recovery needs checkpoints; set a checkpoint interval", c.FailAfter)
+	case c.CheckpointWindows < 0:
+		return bad("checkpoint windows %v: must not be negative", c.CheckpointWindows)
+	case c.CheckpointWindows > 0 && c.Checkpoint.Interval == 0:
+		return bad("checkpoint windows %v: alternate checkpoints on and off; set a checkpoint interval", c.CheckpointWindows)
+	case c.CheckpointWindows > 0 && c.CheckpointWindows < 2*c.Checkpoint.Interval:
+		return bad("checkpoint windows %v: must be at least two checkpoint intervals (%v)", c.CheckpointWindows, 2*c.Checkpoint.Interval)
 	case c.FailAfter > 0 && c.Restart.Attempts < 1:
 		return bad("fail after %d records: needs at least 1 restart attempt", c.FailAfter)
 	}
@@ -182,6 +198,28 @@ type Result struct {
 	// Workers are the ringflow job's per-worker scheduler statistics
 	// (Job.WorkerStats); empty for the baseline.
 	Workers []ringflow.WorkerStats `json:"-"`
+	// Windows splits the latency by checkpoint window in a ringflow run
+	// with Config.CheckpointWindows; nil otherwise.
+	Windows *WindowLatency `json:"checkpoint_windows,omitempty"`
+}
+
+// WindowLatency is the sampled latency of a run with
+// Config.CheckpointWindows, in the windows with checkpoints and in those
+// without.
+type WindowLatency struct {
+	Start   time.Time     `json:"-"` // when the first window (paused) began
+	Window  time.Duration `json:"-"`
+	With    Latency       `json:"with_checkpoints_us"`
+	Without Latency       `json:"without_checkpoints_us"`
+}
+
+// P99Ratio is the p99 with checkpoints over the p99 without (0 when either
+// kind of window has no sample).
+func (w *WindowLatency) P99Ratio() float64 {
+	if w.With.Samples == 0 || w.Without.Samples == 0 || w.Without.P99 == 0 {
+		return 0
+	}
+	return w.With.P99 / w.Without.P99
 }
 
 // Sample is one sampled record: when its source generated it, and how long
@@ -239,6 +277,9 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	}
 	stop := startProgress(c.Progress, produced)
 	sinks.startSampling(c.Warmup, c.KeepSamples)
+	if c.CheckpointWindows > 0 && engine == "ringflow" {
+		sinks.startWindows(c.CheckpointWindows, c.Checkpoint.Interval)
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	var res Result
@@ -257,6 +298,12 @@ func run(ctx context.Context, c Config, engine string, r runner) (Result, error)
 	var hist Histogram
 	res.SinkRecords, res.Checksum = sinks.total(&hist)
 	res.Latency = latencyOf(&hist)
+	if sinks.windows.length > 0 {
+		var with, without Histogram
+		sinks.totalWindows(&with, &without)
+		res.Windows = &WindowLatency{Start: time.Unix(0, sinks.windows.start), Window: c.CheckpointWindows,
+			With: latencyOf(&with), Without: latencyOf(&without)}
+	}
 	if c.KeepSamples {
 		res.Samples = sinks.kept()
 	}

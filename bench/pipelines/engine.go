@@ -68,9 +68,39 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 		}
 		sinkInto(pairs, sinks, digestJoined, joinedSrcNanos)
 	}
-	err := job.Run(ctx)
+	var err error
+	if w := sinks.windows; w.length > 0 {
+		err = runInWindows(ctx, job, w)
+	} else {
+		err = job.Run(ctx)
+	}
 	res.Checkpoints, res.Restarts, res.RestoredFrom = job.Checkpoints(), job.Restarts(), job.RestoredFrom()
 	res.Workers = job.WorkerStats()
+	return err
+}
+
+// runInWindows runs job with its checkpoints paused in even windows and on
+// in odd ones (Config.CheckpointWindows).
+func runInWindows(ctx context.Context, job *ringflow.Job, w windows) error {
+	job.PauseCheckpoints(pausedIn(0))
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for k := int64(1); ; k++ {
+			t := time.NewTimer(time.Until(time.Unix(0, w.start+k*w.length)))
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-t.C:
+				job.PauseCheckpoints(pausedIn(k))
+			}
+		}
+	}()
+	err := job.Run(ctx)
+	close(done)
+	<-exited
 	return err
 }
 

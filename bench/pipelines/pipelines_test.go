@@ -265,6 +265,10 @@ func TestValidate(t *testing.T) {
 		{Config{Pipeline: "keyed-count", Records: 10, FailAfter: 3}, "fail after 3 records: recovery needs checkpoints"},
 		{Config{Pipeline: "keyed-count", Records: 10, FailAfter: 3,
 			Checkpoint: ringflow.CheckpointConfig{Interval: time.Second}}, "at least 1 restart"},
+		{Config{Pipeline: "keyed-count", Records: 10, CheckpointWindows: -time.Second}, "checkpoint windows -1s"},
+		{Config{Pipeline: "keyed-count", Records: 10, CheckpointWindows: time.Second}, "set a checkpoint interval"},
+		{Config{Pipeline: "keyed-count", Records: 10, CheckpointWindows: time.Second,
+			Checkpoint: ringflow.CheckpointConfig{Interval: time.Second}}, "at least two checkpoint intervals (2s)"},
 	} {
 		err := tc.c.Validate()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
@@ -273,5 +277,65 @@ func TestValidate(t *testing.T) {
 		if _, err := Run(context.Background(), tc.c); !errors.Is(err, ErrConfig) {
 			t.Errorf("Run(%+v): got %v, want ErrConfig", tc.c, err)
 		}
+	}
+}
+
+// TestWindowsOf places samples in their checkpoint windows: paused in even
+// windows, on in odd ones, neither while a window settles or before the
+// first.
+func TestWindowsOf(t *testing.T) {
+	w := windows{start: 1000, length: 100, settle: 20}
+	for _, tc := range []struct {
+		gen  int64
+		want int
+	}{
+		{999, windowNone}, {1000, windowNone}, {1019, windowNone}, {1020, windowWithout}, {1099, windowWithout},
+		{1100, windowNone}, {1119, windowNone}, {1120, windowWith}, {1199, windowWith},
+		{1200, windowNone}, {1250, windowWithout}, {1350, windowWith},
+	} {
+		if got := w.of(tc.gen); got != tc.want {
+			t.Errorf("sample generated at %d: window kind %d, want %d", tc.gen, got, tc.want)
+		}
+	}
+	if (windows{}).of(5) != windowNone {
+		t.Error("a run without windows put a sample in one")
+	}
+}
+
+// TestCheckpointWindows runs keyed-count with checkpoints paused and on in
+// turn: both kinds of window get samples, every checkpoint is triggered in
+// a window with checkpoints (or while a paused one settles, should a tick
+// beat the switch), and checkpoints did complete.
+func TestCheckpointWindows(t *testing.T) {
+	const window, interval = 400 * time.Millisecond, 50 * time.Millisecond
+	c := Config{Pipeline: "keyed-count", Duration: 5 * window / 2, Parallelism: 2, Workers: 2, Keys: 1000, Rate: 200_000,
+		Checkpoint:        ringflow.CheckpointConfig{Interval: interval, StateDir: t.TempDir()},
+		CheckpointWindows: window}
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Windows
+	if w == nil || w.With.Samples == 0 || w.Without.Samples == 0 {
+		t.Fatalf("windows %+v: want samples in windows of both kinds", w)
+	}
+	if w.With.Samples+w.Without.Samples > res.Latency.Samples {
+		t.Errorf("%d + %d samples in windows, %d in all", w.With.Samples, w.Without.Samples, res.Latency.Samples)
+	}
+	completed := 0
+	for _, ck := range res.Checkpoints {
+		if ck.Status == "completed" {
+			completed++
+		}
+		d := ck.Trigger.Sub(w.Start)
+		if k := int64(d / window); pausedIn(k) && d%window >= interval {
+			t.Errorf("checkpoint %d triggered %v into paused window %d", ck.ID, d%window, k)
+		}
+	}
+	if completed == 0 {
+		t.Error("no checkpoint completed in the windows with checkpoints")
+	}
+	if r := w.P99Ratio(); r <= 0 {
+		t.Errorf("p99 ratio %v", r)
 	}
 }

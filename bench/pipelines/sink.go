@@ -37,10 +37,41 @@ func (c *counters) sum() uint64 {
 // only (see the package doc for how ringflow's sink picks its lane), and
 // read after the run.
 type lanes struct {
-	l    []lane
-	p    uint64 // parallelism
-	mask uint64 // p-1 when p is a power of two, else 0
+	l       []lane
+	p       uint64 // parallelism
+	mask    uint64 // p-1 when p is a power of two, else 0
+	windows windows
 }
+
+// windows says which checkpoint window (Config.CheckpointWindows) a sample
+// generated at a Unix ns time falls in. Even windows, from the first, run
+// with checkpoints paused, odd ones with checkpoints; the first settle ns
+// of each count in neither.
+type windows struct {
+	start, length, settle int64 // Unix ns, ns, ns; length 0: no windows
+}
+
+// Window kinds.
+const (
+	windowNone = iota // before the first window or settling: counts in neither
+	windowWithout
+	windowWith
+)
+
+// of returns the kind of window a sample generated at genNanos falls in.
+func (w windows) of(genNanos int64) int {
+	d := genNanos - w.start
+	if w.length == 0 || d < 0 || d%w.length < w.settle {
+		return windowNone
+	}
+	if (d/w.length)%2 == 0 {
+		return windowWithout
+	}
+	return windowWith
+}
+
+// pausedIn reports whether checkpoints are paused in window k (0, 1, ...).
+func pausedIn(k int64) bool { return k%2 == 0 }
 
 // lane accumulates what one sink instance saw.
 type lane struct {
@@ -49,7 +80,10 @@ type lane struct {
 	hist    *Histogram // allocated at the first sample
 	sampled int64      // samples generated at or before this Unix ns are not recorded
 	kept    *[]Sample  // every sample, when the run keeps them (Config.KeepSamples)
-	_       [88]byte   // a lane per 128 bytes: no two writers share a line
+	win     *windows   // the run's checkpoint windows, if it has them
+	with    *Histogram // samples in windows with checkpoints, and
+	without *Histogram // without (allocated with hist)
+	_       [64]byte   // a lane per 128 bytes: no two writers share a line
 }
 
 func newLanes(c Config) *lanes {
@@ -92,8 +126,45 @@ func (l *lane) sample(srcNanos int64) {
 	}
 	lat := time.Now().UnixNano() - srcNanos
 	l.hist.Record(lat)
+	if l.win != nil {
+		l.sampleWindow(srcNanos, lat)
+	}
 	if l.kept != nil {
 		*l.kept = append(*l.kept, Sample{GenUnixNano: srcNanos, LatencyNanos: lat})
+	}
+}
+
+// sampleWindow records a sample in the histogram of its checkpoint
+// window's kind.
+func (l *lane) sampleWindow(srcNanos, lat int64) {
+	if l.with == nil {
+		l.with, l.without = new(Histogram), new(Histogram)
+	}
+	switch l.win.of(srcNanos) {
+	case windowWith:
+		l.with.Record(lat)
+	case windowWithout:
+		l.without.Record(lat)
+	}
+}
+
+// startWindows starts checkpoint windows of the given length now, each
+// settling for settle (see windows).
+func (ls *lanes) startWindows(length, settle time.Duration) {
+	ls.windows = windows{start: time.Now().UnixNano(), length: int64(length), settle: int64(settle)}
+	for i := range ls.l {
+		ls.l[i].win = &ls.windows
+	}
+}
+
+// totalWindows merges every lane's samples by checkpoint window into with
+// and without.
+func (ls *lanes) totalWindows(with, without *Histogram) {
+	for i := range ls.l {
+		if l := &ls.l[i]; l.with != nil {
+			with.Merge(l.with)
+			without.Merge(l.without)
+		}
 	}
 }
 

@@ -122,6 +122,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&c.SinkDir, "sink-dir", "", "write the output, one line per record, through ringflow's transactional file sink into this directory (needs checkpoints)")
 	fs.StringVar(&f.mode, "mode", "exactly-once", "checkpoint mode: exactly-once or at-least-once")
 	fs.Uint64Var(&c.FailAfter, "fail-after", 0, "fail an operator once, after this many records, and recover in place (needs checkpoints)")
+	fs.DurationVar(&c.CheckpointWindows, "checkpoint-windows", 0, "alternate windows of D with checkpoints paused and on, and report the latency of each kind apart (\"checkpoint_windows\" in --json): checkpoints' cost to latency measured in one run; needs --checkpoint-interval, D at least two intervals")
 	fs.StringVar(&f.samplesOut, "samples-out", "", "write every latency sample of the ringflow run to this file, as CSV lines of generation time (Unix ns) and latency (ns), in generation order: to place slow records against the checkpoints' trigger times in the --json history")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
@@ -176,6 +177,12 @@ func checkCheckpointFlags(c *pipelines.Config) error {
 		return fmt.Errorf("--state-dir %s: without --checkpoint-interval there are no checkpoints to keep", c.Checkpoint.StateDir)
 	case c.HotKeys > c.Keys:
 		return fmt.Errorf("--hot-keys %d: must not exceed --keys %d", c.HotKeys, c.Keys)
+	case c.CheckpointWindows < 0:
+		return fmt.Errorf("--checkpoint-windows %v: must not be negative", c.CheckpointWindows)
+	case c.CheckpointWindows > 0 && c.Checkpoint.Interval == 0:
+		return fmt.Errorf("--checkpoint-windows %v: alternates checkpoints on and off; set --checkpoint-interval", c.CheckpointWindows)
+	case c.CheckpointWindows > 0 && c.CheckpointWindows < 2*c.Checkpoint.Interval:
+		return fmt.Errorf("--checkpoint-windows %v: must be at least two --checkpoint-interval (%v)", c.CheckpointWindows, 2*c.Checkpoint.Interval)
 	}
 	return nil
 }
@@ -235,6 +242,21 @@ type runJSON struct {
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
 	Checkpoints   *ckSummary    `json:"checkpoints"` // null without checkpoints
 	Workers       []workerJSON  `json:"workers"`     // ringflow's worker threads
+	Windows       *windowsJSON  `json:"checkpoint_windows,omitempty"` // with --checkpoint-windows
+}
+
+// windowsJSON is the latency of a --checkpoint-windows run by kind of
+// window.
+type windowsJSON struct {
+	WindowS  float64       `json:"window_s"`
+	With     windowLatJSON `json:"with_checkpoints_us"`
+	Without  windowLatJSON `json:"without_checkpoints_us"`
+	P99Ratio float64       `json:"p99_ratio"` // with ÷ without
+}
+
+type windowLatJSON struct {
+	latencyJSON
+	Samples uint64 `json:"samples"`
 }
 
 // workerJSON is one ringflow worker's scheduler statistics
@@ -264,6 +286,12 @@ func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) r
 	}
 	if base != nil {
 		out.Baseline = &baselineJSON{RecordsPerSec: base.RecordsPerSec, Latency: latencyJSONOf(base.Latency)}
+	}
+	if w := e.Windows; w != nil {
+		out.Windows = &windowsJSON{WindowS: w.Window.Seconds(),
+			With:     windowLatJSON{latencyJSONOf(w.With), w.With.Samples},
+			Without:  windowLatJSON{latencyJSONOf(w.Without), w.Without.Samples},
+			P99Ratio: w.P99Ratio()}
 	}
 	return out
 }
@@ -447,6 +475,12 @@ func printCheckpoints(w io.Writer, c pipelines.Config, e pipelines.Result) error
 	q("sync", s.Sync, "µs (per subtask)")
 	q("alignment", s.Alignment, "ms (per subtask)")
 	_, err := fmt.Fprintf(w, "  state      %.2f MB written, %.2f MB reused\n", float64(s.BytesWritten)/1e6, float64(s.BytesReused)/1e6)
+	if err != nil || e.Windows == nil {
+		return err
+	}
+	win := e.Windows
+	_, err = fmt.Fprintf(w, "windows of %v, checkpoints on and paused in turn: p99 %.1f µs with checkpoints (%d samples), %.1f µs without (%d): %.2f×\n",
+		win.Window, win.With.P99, win.With.Samples, win.Without.P99, win.Without.Samples, win.P99Ratio())
 	return err
 }
 

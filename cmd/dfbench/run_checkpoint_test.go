@@ -74,6 +74,36 @@ func TestRunCheckpointJSON(t *testing.T) {
 	}
 }
 
+// TestRunCheckpointWindowsJSON: with --checkpoint-windows the JSON gains
+// the latency of each kind of window and their ratio.
+func TestRunCheckpointWindowsJSON(t *testing.T) {
+	args := []string{"run", "--pipeline", "keyed-count", "--duration", "1s", "--keys", "1000", "--rate", "200000",
+		"--checkpoint-interval", "50ms", "--checkpoint-windows", "400ms", "--json"}
+	var stdout, stderr bytes.Buffer
+	if code := dfbench(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var obj struct {
+		Windows map[string]any `json:"checkpoint_windows"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &obj); err != nil {
+		t.Fatalf("%v in %q", err, stdout.String())
+	}
+	w := obj.Windows
+	if got, want := sortedKeys(w), []string{"p99_ratio", "window_s", "with_checkpoints_us", "without_checkpoints_us"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("checkpoint_windows keys %v, want %v", got, want)
+	}
+	for _, k := range []string{"with_checkpoints_us", "without_checkpoints_us"} {
+		lat := w[k].(map[string]any)
+		if got := sortedKeys(lat); !reflect.DeepEqual(got, []string{"p50", "p99", "p999", "samples"}) || lat["samples"].(float64) == 0 {
+			t.Errorf("%s: %v, want p50, p99, p999 and some samples", k, lat)
+		}
+	}
+	if w["window_s"] != 0.4 || w["p99_ratio"].(float64) <= 0 {
+		t.Errorf("checkpoint_windows %v", w)
+	}
+}
+
 // killChildEnv, when set, makes TestRunKillChild run dfbench with the
 // arguments it holds (separated by newlines) and exit with its code.
 const killChildEnv = "DFBENCH_KILL_CHILD_ARGS"
