@@ -318,3 +318,51 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirstWritesAfterFreeze is the copy-on-write burst a checkpoint
+// starts: at 1M keys and one update a microsecond (keyed-count at 1M
+// records/s), the time the updates right after a Freeze take, per update,
+// in three windows (the first millisecond, up to 5 ms, up to 20 ms), and
+// the page copies per update in each (docs/perf.md, twelfth session).
+func BenchmarkFirstWritesAfterFreeze(b *testing.B) {
+	s := newBenchState(b, 1_000_000)
+	windows := []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}
+	const every = time.Microsecond
+	var prev *Snapshot[uint64, int64]
+	var busy [3]time.Duration
+	var count [3]int
+	var copies [3]uint64
+	j := 0
+	for b.Loop() {
+		if prev != nil {
+			prev.Release()
+		}
+		prev = s.cow.Freeze()
+		copied := s.cow.Stats().PagesCopied
+		start := time.Now()
+		for i, w := 0, 0; w < len(windows); i++ {
+			due := start.Add(time.Duration(i) * every)
+			now := time.Now()
+			for now.Before(due) {
+				now = time.Now()
+			}
+			if now.Sub(start) >= windows[w] {
+				c := s.cow.Stats().PagesCopied
+				copies[w] += c - copied
+				copied = c
+				w++
+				continue
+			}
+			j = (j + 1) & (benchStream - 1)
+			p, _ := s.cow.UpsertHashed(s.hashes[j], s.keys[j])
+			*p++
+			busy[w] += time.Since(now)
+			count[w]++
+		}
+	}
+	prev.Release()
+	for w, end := range windows {
+		b.ReportMetric(float64(busy[w].Nanoseconds())/float64(count[w]), fmt.Sprintf("ns/update<%v", end))
+		b.ReportMetric(float64(copies[w])/float64(count[w]), fmt.Sprintf("copies/update<%v", end))
+	}
+}
