@@ -240,8 +240,8 @@ type runJSON struct {
 	RecordsPerSec float64       `json:"records_per_sec"`
 	Latency       latencyJSON   `json:"latency_us"`
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
-	Checkpoints   *ckSummary    `json:"checkpoints"` // null without checkpoints
-	Workers       []workerJSON  `json:"workers"`     // ringflow's worker threads
+	Checkpoints   *ckSummary    `json:"checkpoints"`                  // null without checkpoints
+	Workers       []workerJSON  `json:"workers"`                      // ringflow's worker threads
 	Windows       *windowsJSON  `json:"checkpoint_windows,omitempty"` // with --checkpoint-windows
 }
 
