@@ -324,10 +324,19 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 // records/s), the time the updates right after a Freeze take, per update,
 // in three windows (the first millisecond, up to 5 ms, up to 20 ms), and
 // the page copies per update in each (docs/perf.md, twelfth session).
+// batch=1 updates one key a microsecond; batch=16 sixteen keys every 16µs,
+// after a Prefetch of their hashes, as the keyed operators do with a frame
+// of records.
 func BenchmarkFirstWritesAfterFreeze(b *testing.B) {
 	s := newBenchState(b, 1_000_000)
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchFirstWrites(b, s, batch) })
+	}
+}
+
+func benchFirstWrites(b *testing.B, s *benchState, batch int) {
 	windows := []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}
-	const every = time.Microsecond
+	every := time.Duration(batch) * time.Microsecond
 	var prev *Snapshot[uint64, int64]
 	var busy [3]time.Duration
 	var count [3]int
@@ -353,11 +362,19 @@ func BenchmarkFirstWritesAfterFreeze(b *testing.B) {
 				w++
 				continue
 			}
-			j = (j + 1) & (benchStream - 1)
-			p, _ := s.cow.UpsertHashed(s.hashes[j], s.keys[j])
-			*p++
+			j = (j + batch) & (benchStream - 1)
+			if j+batch > benchStream {
+				j = 0
+			}
+			if batch > 1 {
+				s.cow.Prefetch(s.hashes[j : j+batch])
+			}
+			for k := j; k < j+batch; k++ {
+				p, _ := s.cow.UpsertHashed(s.hashes[k], s.keys[k])
+				*p++
+			}
 			busy[w] += time.Since(now)
-			count[w]++
+			count[w] += batch
 		}
 	}
 	prev.Release()
