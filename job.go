@@ -174,9 +174,10 @@ func addWorkerStats(stats []WorkerStats, p *sched.Pool) []WorkerStats {
 // them go on again (false); it may be called at any time, from any
 // goroutine, before or during Run. A checkpoint already triggered goes on,
 // and a bounded job still takes its final checkpoint at the end of its
-// input. With the interval's ticks skipped, the job runs as it would
-// without checkpoints, which is what a measurement of checkpointing's cost
-// in one run needs (dfbench run --checkpoint-windows).
+// input. While paused the job takes no checkpoint (and does not wake
+// resting workers for one), so stretches with and without checkpoints can
+// be compared in one run (dfbench run --checkpoint-windows); what earlier
+// checkpoints left, such as the state's copied pages, stays.
 func (j *Job) PauseCheckpoints(paused bool) { j.paused.Store(paused) }
 
 // Restarts returns how often the job restarted after a failure.

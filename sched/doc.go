@@ -51,7 +51,9 @@
 // and the rounds grow with the load before any task is behind), the worker
 // that rested last is woken. After a wake none rests for a second, twice
 // as long each time a rest lasted under two seconds (a load one worker
-// fewer cannot carry), up to 16 seconds.
+// fewer cannot carry), up to 16 seconds. A rest is counted from when the
+// load allowed it: being lent for Pool.WakeFor (below) and resting again
+// does not start a new one.
 //
 // A resting worker lets go of its tasks and sleeps on a futex word that no
 // ring rings; worker 0 steps its tasks with its own, at every round and

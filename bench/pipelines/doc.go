@@ -78,7 +78,11 @@
 // close, which, because event time is generated rather than wall time,
 // depends on the throughput. With Config.KeepSamples the run also returns
 // every sample (generation time and latency) in Result.Samples, to place
-// the slow ones against the checkpoints' trigger times.
+// the slow ones against the checkpoints' trigger times. With
+// Config.CheckpointWindows a ringflow run alternates windows with its
+// checkpoints paused and on, and Result.Windows gives the latency of the
+// samples generated in each kind apart (each window's first checkpoint
+// interval left out): checkpoints' cost to latency within one run.
 //
 // # The baseline
 //

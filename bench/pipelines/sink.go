@@ -82,7 +82,7 @@ type lane struct {
 	kept    *[]Sample  // every sample, when the run keeps them (Config.KeepSamples)
 	win     *windows   // the run's checkpoint windows, if it has them
 	with    *Histogram // samples in windows with checkpoints, and
-	without *Histogram // without (allocated with hist)
+	without *Histogram // without (both allocated at the first windowed sample)
 	_       [64]byte   // a lane per 128 bytes: no two writers share a line
 }
 
