@@ -69,6 +69,11 @@ type Context struct {
 	Checkpoints bool
 	// Metrics of this instance.
 	Metrics *Metrics
+
+	// idleWork is what the instance's state does while its task has no
+	// records waiting (see Task.idleWork): each call does a piece of a
+	// microsecond or so and reports whether there was any to do.
+	idleWork []func() bool
 }
 
 // Metrics are counters an operator instance updates and a job reports.

@@ -110,8 +110,16 @@ func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint6
 		Fail(ctx, fmt.Errorf("keyed state %q: %w", name, err))
 	}
 	t.m = m
+	if ctx.Checkpoints {
+		ctx.idleWork = append(ctx.idleWork, t.copyAhead)
+	}
 	return t
 }
+
+// copyAhead makes one of the page copies the writes after the table's
+// last snapshot would make (cow.Map.CopyAhead), and reports whether there
+// was one to make.
+func (t *keyedTable[K, V]) copyAhead() bool { return t.m.CopyAhead(1) > 0 }
 
 // cowCodec adapts a Codec to the interface cow.Map serializes with.
 type cowCodec[T any] struct{ c Codec[T] }

@@ -28,6 +28,7 @@ type Task struct {
 	// checkpoints are off.
 	Checkpoints *Checkpoints
 	tickers     []Ticker
+	idleWork    []func() bool // the operators' (Context.idleWork)
 
 	wm        int64 // watermark last passed down the chain
 	idle      bool  // outputs marked idle
@@ -91,6 +92,7 @@ func (t *Task) Open() error {
 		if tk, ok := op.(Ticker); ok {
 			t.tickers = append(t.tickers, tk)
 		}
+		t.idleWork = append(t.idleWork, t.Ctxs[i].idleWork...)
 	}
 	t.prepareReport()
 	t.opened = true
@@ -184,7 +186,7 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 		return sched.Idle, nil // waiting for the final checkpoint's trigger
 	}
 	if !t.sourceDue.IsZero() && now.Before(t.sourceDue) {
-		return sched.Idle, nil
+		return t.idleStatus(), nil
 	}
 	if !t.room() {
 		t.flushAll()
@@ -217,7 +219,7 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 			t.sourceDue = now.Add(SourcePoll)
 		}
 		t.flushAll() // records should not wait for more that is not coming
-		return sched.Idle, nil
+		return t.idleStatus(), nil
 	}
 	if due := t.Source.NextReady(); !due.IsZero() && due.After(now) {
 		// A paced source has produced all that is due: its input has run
@@ -263,12 +265,29 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 		t.publish(now)
 	}
 	if handled == 0 {
-		return sched.Idle, nil
+		return t.idleStatus(), nil
 	}
 	if !dry {
 		return sched.Backlogged, nil // the step's budget ran out first
 	}
 	return sched.Progress, nil
+}
+
+// idleStatus is the status of a step that found no records: it does a piece of
+// the operators' idle work, if they have any, and reports Progress if it
+// did, so that the worker steps the task again rather than idling while
+// there is more. The pieces are the page copies the first writes after a
+// checkpoint would otherwise make (cow.Map.CopyAhead): made in time the
+// task had no records, they do not delay the records that would have made
+// them and the records queued behind those, for the milliseconds after
+// every barrier that the copying takes.
+func (t *Task) idleStatus() sched.Status {
+	for _, work := range t.idleWork {
+		if work() {
+			return sched.Progress
+		}
+	}
+	return sched.Idle
 }
 
 // nextFrame returns the next frame of the next input that has one, taking

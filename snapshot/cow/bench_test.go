@@ -326,19 +326,28 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 // the page copies per update in each (docs/perf.md, twelfth session).
 // batch=1 updates one key a microsecond; batch=16 sixteen keys every 16µs,
 // after a Prefetch of their hashes, as the keyed operators do with a frame
-// of records.
+// of records. The ahead cases spend the time between updates in CopyAhead,
+// a page at a time, as a task with no records waiting does. delay-ns is
+// from when an update was due to when it was done: what a record's latency
+// would gain, queueing behind the updates and copies before it included.
 func BenchmarkFirstWritesAfterFreeze(b *testing.B) {
 	s := newBenchState(b, 1_000_000)
 	for _, batch := range []int{1, 16} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchFirstWrites(b, s, batch) })
+		for _, ahead := range []bool{false, true} {
+			name := fmt.Sprintf("batch=%d", batch)
+			if ahead {
+				name += "/ahead"
+			}
+			b.Run(name, func(b *testing.B) { benchFirstWrites(b, s, batch, ahead) })
+		}
 	}
 }
 
-func benchFirstWrites(b *testing.B, s *benchState, batch int) {
+func benchFirstWrites(b *testing.B, s *benchState, batch int, ahead bool) {
 	windows := []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}
 	every := time.Duration(batch) * time.Microsecond
 	var prev *Snapshot[uint64, int64]
-	var busy [3]time.Duration
+	var busy, delay [3]time.Duration
 	var count [3]int
 	var copies [3]uint64
 	j := 0
@@ -353,6 +362,9 @@ func benchFirstWrites(b *testing.B, s *benchState, batch int) {
 			due := start.Add(time.Duration(i) * every)
 			now := time.Now()
 			for now.Before(due) {
+				if ahead {
+					s.cow.CopyAhead(1)
+				}
 				now = time.Now()
 			}
 			if now.Sub(start) >= windows[w] {
@@ -373,13 +385,16 @@ func benchFirstWrites(b *testing.B, s *benchState, batch int) {
 				p, _ := s.cow.UpsertHashed(s.hashes[k], s.keys[k])
 				*p++
 			}
-			busy[w] += time.Since(now)
+			done := time.Now()
+			busy[w] += done.Sub(now)
+			delay[w] += done.Sub(due) * time.Duration(batch)
 			count[w] += batch
 		}
 	}
 	prev.Release()
 	for w, end := range windows {
 		b.ReportMetric(float64(busy[w].Nanoseconds())/float64(count[w]), fmt.Sprintf("ns/update<%v", end))
+		b.ReportMetric(float64(delay[w].Nanoseconds())/float64(count[w]), fmt.Sprintf("delay-ns<%v", end))
 		b.ReportMetric(float64(copies[w])/float64(count[w]), fmt.Sprintf("copies/update<%v", end))
 	}
 }

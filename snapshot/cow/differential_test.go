@@ -64,11 +64,13 @@ func (d *differential) step() {
 			delete(d.model, k)
 			d.written[d.kgOf(k)] = d.m.Version()
 		}
-	case op < 990:
+	case op < 980:
 		got, ok := d.m.Get(k)
 		if want, wok := d.model[k]; ok != wok || got != want {
 			d.t.Fatalf("Get(%d) = %d,%v, want %d,%v", k, got, ok, want, wok)
 		}
+	case op < 990:
+		d.m.CopyAhead(1 + d.r.IntN(16))
 	case op < 993:
 		d.freeze()
 	case op < 996:

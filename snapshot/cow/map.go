@@ -79,7 +79,13 @@ type Map[K comparable, V any] struct {
 	// retiredDirty: a snapshot was pruned since reclaim last scanned the
 	// retired pages.
 	retiredDirty bool
-	stats        Stats
+	// ahead is CopyAhead's place: the next table and page it looks at, in
+	// the interval of version aheadVer (0: nothing to copy ahead).
+	ahead struct {
+		ver         uint64
+		table, page int
+	}
+	stats Stats
 }
 
 // shared is the only state both the owner and snapshot readers touch.

@@ -16,7 +16,8 @@ import (
 type Stats struct {
 	Freezes         uint64 // Freeze calls
 	KeyGroupsFrozen uint64 // table headers captured by Freeze: all its work
-	PagesCopied     uint64 // copy-on-write page copies
+	PagesCopied     uint64 // copy-on-write page copies, CopyAhead's included
+	PagesAhead      uint64 // page copies CopyAhead made
 	DirsCopied      uint64 // copy-on-write directory copies
 	DirsReused      uint64 // directories taken from the free list
 	PagesAllocated  uint64 // pages taken from the Go heap
@@ -75,6 +76,7 @@ func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
 	}
 	m.required = m.version
 	m.version++
+	m.ahead.ver, m.ahead.table, m.ahead.page = m.version, 0, 0
 	m.live = append(m.live, s)
 	m.stats.Freezes++
 	m.stats.KeyGroupsFrozen += uint64(len(m.tables))
@@ -333,6 +335,55 @@ func (m *Map[K, V]) touchPage(t *table[K, V], pi uint64) {
 	}
 	r := &t.dir[pi]
 	r.ver, r.dirty = m.version, [occWords]uint64{}
+}
+
+// CopyAhead makes up to n of the page copies the writes after the last
+// Freeze are expected to make, before they make them, and returns how many
+// it made; 0 means there are none left to make in this interval. The
+// expected pages are those written in the interval the newest snapshot
+// froze and still shared with it. A task calls it when it has no records
+// waiting: copied then, a page does not delay the record whose write would
+// otherwise have copied it, nor the records behind that one.
+//
+// A page copied ahead and then not written costs a page until the
+// snapshot is released, and nothing else: its dirty bitmap stays empty, so
+// the next snapshot's deltas and ChangedSince are as if it had not been
+// copied. Once the newest snapshot is released, writes copy nothing, and
+// CopyAhead stops.
+func (m *Map[K, V]) CopyAhead(n int) int {
+	if m.ahead.ver != m.version {
+		return 0
+	}
+	if m.shared.releases.Load() != m.seen {
+		m.reclaim()
+	}
+	v := m.version - 1 // the interval the newest snapshot froze
+	if m.required != v {
+		m.ahead.ver = 0
+		return 0
+	}
+	made := 0
+	for ; m.ahead.table < len(m.tables); m.ahead.table, m.ahead.page = m.ahead.table+1, 0 {
+		t := &m.tables[m.ahead.table]
+		for m.ahead.page < len(t.dir) {
+			pi := m.ahead.page
+			m.ahead.page++
+			if r := &t.dir[pi]; r.ver == v && r.dirty != [occWords]uint64{} {
+				copies := m.stats.PagesCopied
+				m.touchPage(t, uint64(pi))
+				if m.stats.PagesCopied == copies {
+					m.ahead.ver = 0 // the snapshot was released meanwhile
+					return made
+				}
+				m.stats.PagesAhead++
+				if made++; made == n {
+					return made
+				}
+			}
+		}
+	}
+	m.ahead.ver = 0
+	return made
 }
 
 // grow doubles t's capacity (or gives an empty table its first page) and
