@@ -20,7 +20,9 @@ type Stats struct {
 	PagesAhead      uint64 // page copies CopyAhead made
 	DirsCopied      uint64 // copy-on-write directory copies
 	DirsReused      uint64 // directories taken from the free list
-	PagesAllocated  uint64 // pages taken from the Go heap
+	PagesAllocated  uint64 // pages taken from the Go heap, or from a slab
+	Slabs           uint64 // slabs allocated (see newPage)
+	SlabsAdvised    uint64 // slabs the kernel took the advice to back with huge pages for
 	PagesReused     uint64 // pages taken from the free list
 	PagesRetired    int    // pages kept only for live snapshots, now
 	PagesFree       int    // pages on the free list, now
@@ -165,6 +167,9 @@ type pagePool[K comparable, V any] struct {
 	// at the pages it held until it is overwritten; there are at most
 	// maxFreeDirs of them.
 	dirs [][]pageRef[K, V]
+	// slab holds the pages of the current slab not yet handed out (see
+	// newPage).
+	slab []page[K, V]
 }
 
 // retiredPage was visible, unchanged, to the snapshots with versions in
@@ -186,7 +191,7 @@ func (m *Map[K, V]) allocPage() *page[K, V] {
 		return p
 	}
 	m.stats.PagesAllocated++
-	return new(page[K, V])
+	return m.newPage()
 }
 
 // drop is called when the live map stops pointing to page r.
