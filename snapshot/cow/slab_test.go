@@ -39,7 +39,6 @@ func TestLargeMapPagesComeFromSlabs(t *testing.T) {
 		}
 	}
 	s := m.Freeze()
-	defer s.Release()
 	for k := range keys {
 		p, err := m.Upsert(k)
 		if err != nil {
@@ -50,6 +49,32 @@ func TestLargeMapPagesComeFromSlabs(t *testing.T) {
 	st := m.Stats()
 	if st.Slabs == 0 {
 		t.Fatalf("%d keys, %d slots: no slab allocated (stats %+v)", keys, m.slots, st)
+	}
+	// Once there are slabs, only their pages are reused: the pages s
+	// holds are not, and those of the next snapshot (slab pages) are.
+	s.Release()
+	s2 := m.Freeze()
+	for k := range keys {
+		p, _ := m.Upsert(k)
+		*p++
+	}
+	s2.Release()
+	m.reclaim()
+	if len(m.pages.free) == 0 {
+		t.Fatalf("no free pages after the second snapshot, holding %d pages copied from slabs, was released", st.PagesCopied)
+	}
+	for _, p := range m.pages.free {
+		if !m.fromSlab(p) {
+			t.Fatalf("free page %p is not from one of the %d slabs", p, len(m.pages.slabs))
+		}
+	}
+	if m.fromSlab(new(page[uint64, int64])) {
+		t.Fatal("a page from the Go heap counts as a slab's")
+	}
+	for i := 1; i < len(m.pages.slabs); i++ {
+		if m.pages.slabs[i-1].to > m.pages.slabs[i].from {
+			t.Fatalf("slab ranges out of order or overlapping: %v", m.pages.slabs)
+		}
 	}
 	if runtime.GOOS != "linux" {
 		return

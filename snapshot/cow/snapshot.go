@@ -167,9 +167,10 @@ type pagePool[K comparable, V any] struct {
 	// at the pages it held until it is overwritten; there are at most
 	// maxFreeDirs of them.
 	dirs [][]pageRef[K, V]
-	// slab holds the pages of the current slab not yet handed out (see
-	// newPage).
-	slab []page[K, V]
+	// slab holds the pages of the current slab not yet handed out, and
+	// slabs the address ranges of all slabs (see newPage).
+	slab  []page[K, V]
+	slabs []addrRange
 }
 
 // retiredPage was visible, unchanged, to the snapshots with versions in
@@ -200,7 +201,7 @@ func (m *Map[K, V]) drop(r pageRef[K, V]) {
 		m.pages.retired = append(m.pages.retired, retiredPage[K, V]{p: r.p, from: r.ver, until: m.version})
 		return
 	}
-	m.pages.free = append(m.pages.free, r.p)
+	m.freePage(r.p)
 }
 
 // reclaim forgets released snapshots, lowers m.required to the newest live
@@ -214,7 +215,7 @@ func (m *Map[K, V]) reclaim() {
 		if m.visible(r) {
 			kept = append(kept, r)
 		} else {
-			m.pages.free = append(m.pages.free, r.p)
+			m.freePage(r.p)
 		}
 	}
 	clear(m.pages.retired[len(kept):])
