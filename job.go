@@ -47,6 +47,14 @@ type Config struct {
 	// others rest and worker 0 steps their tasks, leaving their cores to
 	// the rest of the process and the system (see package sched).
 	NoRest bool
+	// HugePages backs large keyed state (a subtask's tables past 8 MiB)
+	// with transparent huge pages where the kernel offers them
+	// (madvise MADV_HUGEPAGE, Linux). At millions of keys updates then
+	// rarely miss the TLB: keyed-count at 1M keys ran about 7% faster on the
+	// machine of docs/perf.md. Off by default: with it the slowest 1% of
+	// records were slower there (docs/perf.md, thirteenth session), and
+	// each state table holds up to 8 MiB it has not used yet.
+	HugePages bool
 	// Checkpoint configures checkpoints; they are off unless
 	// Checkpoint.Interval is positive.
 	Checkpoint CheckpointConfig

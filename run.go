@@ -285,8 +285,8 @@ func (p *physical) context(n *node, i int) (*operator.Context, error) {
 	}
 	return &operator.Context{Operator: n.name, Subtask: i, Parallelism: n.parallelism,
 		MaxParallelism: p.job.cfg.MaxParallelism, KeyGroups: kgs, Timed: timed,
-		Checkpoints: p.job.cfg.Checkpoint.enabled(),
-		Metrics:     p.job.metrics[n.name]}, nil
+		Checkpoints: p.job.cfg.Checkpoint.enabled(), HugePages: p.job.cfg.HugePages,
+		Metrics: p.job.metrics[n.name]}, nil
 }
 
 func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, *gateOps, error) {

@@ -93,3 +93,21 @@ func TestIdleStepsWithoutCheckpoints(t *testing.T) {
 		t.Fatalf("idle step: %v, %v; want Idle", st, err)
 	}
 }
+
+// TestHugePagesReachState: Context.HugePages configures the operators'
+// state tables: past 8 MiB of tables their pages come from slabs.
+func TestHugePagesReachState(t *testing.T) {
+	for _, huge := range []bool{false, true} {
+		ctx := &Context{Operator: "count", Parallelism: 1, MaxParallelism: 128,
+			KeyGroups: keygroups.Range{Start: 0, End: 128}, HugePages: huge}
+		tbl := newTable[uint64, int64](ctx, "state", keygroups.HashUint64)
+		for k := range uint64(600_000) { // tables of 8,192 slots: 16 MiB
+			if err := tbl.m.Put(k, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := tbl.m.Stats().Slabs > 0; got != huge {
+			t.Fatalf("HugePages %v: slabs used %v (stats %+v)", huge, got, tbl.m.Stats())
+		}
+	}
+}

@@ -67,6 +67,9 @@ type Context struct {
 	Timed bool
 	// Checkpoints says whether the job takes checkpoints.
 	Checkpoints bool
+	// HugePages puts large keyed state on transparent huge pages
+	// (cow.Config.HugePages).
+	HugePages bool
 	// Metrics of this instance.
 	Metrics *Metrics
 

@@ -94,7 +94,7 @@ type keyedTable[K comparable, V any] struct {
 
 // newTable makes a keyed state table of ctx's key groups.
 func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint64) *keyedTable[K, V] {
-	cfg := cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups}
+	cfg := cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups, HugePages: ctx.HugePages}
 	// NB: sized so that its first insert, inside the first checkpoint's
 	// synchronous part, writes memory the map set up here.
 	t := &keyedTable[K, V]{name: name, taken: make(map[uint64]*tableSnapshot[K, V], maxTaken)}

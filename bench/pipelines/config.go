@@ -42,6 +42,9 @@ type Config struct {
 	// NoRest keeps every ringflow worker on its own tasks whatever the
 	// load (ringflow.Config.NoRest).
 	NoRest bool
+	// HugePages backs ringflow's large keyed state with transparent huge
+	// pages (ringflow.Config.HugePages).
+	HugePages bool
 	// Keys is the number of distinct keys; default 100000.
 	Keys uint64
 	// Rate paces the sources to this many records per second in all; 0:

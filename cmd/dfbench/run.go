@@ -110,6 +110,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the records generated in the run's first D out of the latency figures")
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
+	fs.BoolVar(&c.HugePages, "huge-pages", false, "back ringflow's large keyed state with transparent huge pages (Linux; faster at millions of keys)")
 	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
@@ -321,8 +322,12 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	if c.NoRest {
 		workers += " (no resting)"
 	}
-	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %d keys, %s\n\n",
-		c.Pipeline, bound, c.Parallelism, workers, c.Keys, pace)
+	keys := fmt.Sprint(c.Keys, " keys")
+	if c.HugePages {
+		keys += " (huge pages)"
+	}
+	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %s, %s\n\n",
+		c.Pipeline, bound, c.Parallelism, workers, keys, pace)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "engine\trecords/s\trecords\tsink records\tseconds\tcpu s\trecords/cpu s\tp50 µs\tp99 µs\tp999 µs\tsamples\t")
 	for _, r := range []*pipelines.Result{&e, base} {

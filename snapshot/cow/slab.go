@@ -6,7 +6,8 @@ import (
 	"unsafe"
 )
 
-// Pages come from slabs once a Map's tables are large: a slab is one Go
+// With Config.HugePages, pages come from slabs once a Map's tables are
+// large: a slab is one Go
 // allocation of slabBytes holding many pages, advised to the kernel as
 // memory to back with transparent huge pages (adviseHuge). At millions of
 // keys every update touches a random page of tens of MiB of state: with
@@ -14,8 +15,8 @@ import (
 // two-dimensional page walk), and so does every copy-on-write copy, twice.
 // Backed by 2 MiB pages, the state of one subtask needs a handful of
 // translations. On the machine of docs/perf.md (THP "madvise"),
-// keyed-count at 1M keys runs ~15% faster, and a page copy after a freeze
-// costs less.
+// keyed-count at 1M keys ran about 7% faster (docs/perf.md, thirteenth
+// session).
 //
 // The price is memory: a Map holds up to one slab's pages not yet used,
 // besides its free list. Below slabMinBytes of tables that would be a large
@@ -33,7 +34,7 @@ const (
 // callers do not rely on it).
 func (m *Map[K, V]) newPage() *page[K, V] {
 	if len(m.pages.slab) == 0 {
-		if uintptr(m.slots)*unsafe.Sizeof(slot[K, V]{}) < slabMinBytes {
+		if !m.huge || uintptr(m.slots)*unsafe.Sizeof(slot[K, V]{}) < slabMinBytes {
 			return new(page[K, V])
 		}
 		m.newSlab()

@@ -28,7 +28,12 @@ func thpEnabled() (bool, string) {
 // its new pages (here, the copies after a freeze) come from slabs, which
 // are advised for huge pages where the kernel has them.
 func TestLargeMapPagesComeFromSlabs(t *testing.T) {
-	m := newCounters(t, 128, keygroups.Range{})
+	cfg := counterConfig(128, keygroups.Range{})
+	cfg.HugePages = true
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keys := uint64(0)
 	for uintptr(m.slots)*unsafe.Sizeof(slot[uint64, int64]{}) < slabMinBytes {
 		for range 10_000 {
@@ -90,7 +95,7 @@ func TestLargeMapPagesComeFromSlabs(t *testing.T) {
 // TestSlabPagesKeepPointersAlive: values that point into the Go heap stay
 // reachable from pages in slabs, through collections.
 func TestSlabPagesKeepPointersAlive(t *testing.T) {
-	m, err := New(Config[uint64, *string]{Hash: keygroups.HashUint64, MaxParallelism: 128})
+	m, err := New(Config[uint64, *string]{Hash: keygroups.HashUint64, MaxParallelism: 128, HugePages: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,4 +120,25 @@ func TestSlabPagesKeepPointersAlive(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(junk)
+}
+
+// TestNoSlabsByDefault: without Config.HugePages a large Map takes its
+// pages one by one.
+func TestNoSlabsByDefault(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{})
+	for k := uint64(0); uintptr(m.slots)*unsafe.Sizeof(slot[uint64, int64]{}) <= slabMinBytes; k++ {
+		if err := m.Put(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := m.Freeze()
+	defer s.Release()
+	for k := range uint64(1000) {
+		if err := m.Put(k, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := m.Stats(); st.Slabs != 0 || st.PagesCopied == 0 {
+		t.Fatalf("%d slabs (want 0) and %d page copies (want some) without HugePages", st.Slabs, st.PagesCopied)
+	}
 }
