@@ -65,6 +65,16 @@
 // the cost is amortised into the writer and bounded by the state it
 // actually touches. Pages not written after a freeze are never copied.
 //
+// CopyAhead makes those copies before the writes do, for the pages
+// written in the interval the newest snapshot froze (the ones the next
+// interval's writes are likely to copy): a task calls it, a page at a time,
+// when it has no records waiting, so that the copies a checkpoint costs
+// fall in time the task had, not in front of its records.
+//
+// With Config.HugePages, a large Map takes its pages from slabs advised for
+// transparent huge pages, so that at millions of keys updates and copies
+// rarely miss the TLB (see newPage).
+//
 // Why pages rather than Flink's per-entry versions (CopyOnWriteStateMap):
 // Flink's freeze copies the bucket array, which is O(entries); per-entry
 // versions also cost memory in every entry and a version check that touches

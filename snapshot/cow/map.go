@@ -85,7 +85,7 @@ type Map[K comparable, V any] struct {
 	// retired pages.
 	retiredDirty bool
 	// ahead is CopyAhead's place: the next table and page it looks at, in
-	// the interval of version aheadVer (0: nothing to copy ahead).
+	// the interval of version ver (0: nothing to copy ahead).
 	ahead struct {
 		ver         uint64
 		table, page int

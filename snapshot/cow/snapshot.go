@@ -22,7 +22,7 @@ type Stats struct {
 	DirsReused      uint64 // directories taken from the free list
 	PagesAllocated  uint64 // pages taken from the Go heap, or from a slab
 	Slabs           uint64 // slabs allocated (see newPage)
-	SlabsAdvised    uint64 // slabs the kernel took the advice to back with huge pages for
+	SlabsAdvised    uint64 // slabs advised for huge pages (the madvise call succeeded)
 	PagesReused     uint64 // pages taken from the free list
 	PagesRetired    int    // pages kept only for live snapshots, now
 	PagesFree       int    // pages on the free list, now
