@@ -74,7 +74,7 @@ type Context struct {
 	Metrics *Metrics
 
 	// idleWork is what the instance's state does while its task has no
-	// records waiting (see Task.idleWork): each call does a piece of a
+	// records waiting (see Task.idleStatus): each call does a piece of a
 	// microsecond or so and reports whether there was any to do.
 	idleWork []func() bool
 }

@@ -7,16 +7,17 @@ import (
 )
 
 // With Config.HugePages, pages come from slabs once a Map's tables are
-// large: a slab is one Go
-// allocation of slabBytes holding many pages, advised to the kernel as
-// memory to back with transparent huge pages (adviseHuge). At millions of
+// large: a slab is one Go allocation of slabBytes holding many pages,
+// advised to the kernel as memory to back with transparent huge pages
+// (adviseHuge). At millions of
 // keys every update touches a random page of tens of MiB of state: with
 // 4 KiB translations nearly every update also misses the TLB (in a VM, a
 // two-dimensional page walk), and so does every copy-on-write copy, twice.
 // Backed by 2 MiB pages, the state of one subtask needs a handful of
 // translations. On the machine of docs/perf.md (THP "madvise"),
 // keyed-count at 1M keys ran about 7% faster (docs/perf.md, thirteenth
-// session).
+// session); it is off by default because the slowest records there were
+// slower with it.
 //
 // The price is memory: a Map holds up to one slab's pages not yet used,
 // besides its free list. Below slabMinBytes of tables that would be a large
