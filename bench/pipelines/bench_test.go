@@ -12,7 +12,7 @@ import (
 
 // BenchmarkGen measures generating one record.
 func BenchmarkGen(b *testing.B) {
-	g := gen{keys: DefaultKeys, seed: seedMain}
+	g := gen{keys: DefaultKeys, seed: seedMain, sampleMask: DefaultSampleEvery - 1}
 	var sink uint64
 	for i := range b.N {
 		sink += g.record(uint64(i)).Key
@@ -23,7 +23,7 @@ func BenchmarkGen(b *testing.B) {
 // BenchmarkFill measures this package's generator, per record, filling
 // batches of 1024 as the sources do.
 func BenchmarkFill(b *testing.B) {
-	g := gen{keys: DefaultKeys, seed: seedMain}
+	g := gen{keys: DefaultKeys, seed: seedMain, sampleMask: DefaultSampleEvery - 1}
 	buf := make([]Record, 1024)
 	seq := uint64(0)
 	for b.Loop() {
@@ -38,7 +38,7 @@ func BenchmarkFill(b *testing.B) {
 // generator calls its function once per record, which is why the pipelines
 // use their own source (compare BenchmarkFill).
 func BenchmarkGenerateRead(b *testing.B) {
-	src := ringflow.Generate(gen{keys: DefaultKeys, seed: seedMain}.record, ringflow.GenOptions{})()
+	src := ringflow.Generate(gen{keys: DefaultKeys, seed: seedMain, sampleMask: DefaultSampleEvery - 1}.record, ringflow.GenOptions{})()
 	if err := src.Open(0, 1, nil); err != nil {
 		b.Fatal(err)
 	}

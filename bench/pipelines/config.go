@@ -67,8 +67,13 @@ type Config struct {
 	Progress func(Progress)
 	// KeepSamples keeps every latency sample in Result.Samples, to see
 	// when the slow ones were generated (against the checkpoints'
-	// trigger times, say). About one record in 1024 is a sample.
+	// trigger times, say).
 	KeepSamples bool
+	// SampleEvery makes about one record in SampleEvery, a power of two, a
+	// latency sample; 0: DefaultSampleEvery. Denser samples show the
+	// milliseconds after a checkpoint's barrier in more detail, at the cost
+	// of a clock read per sample at the source and at the sink.
+	SampleEvery uint64
 	// CheckpointWindows, if positive, runs ringflow in alternating windows
 	// of this length, the first with its checkpoints paused
 	// (Job.PauseCheckpoints), the next with them on, and so on, and
@@ -111,6 +116,13 @@ const ProgressInterval = 100 * time.Millisecond
 // DefaultKeys is the number of keys when Config.Keys is 0.
 const DefaultKeys = 100_000
 
+// DefaultSampleEvery is Config.SampleEvery when it is 0, and
+// MaxSampleEvery the largest value it may take.
+const (
+	DefaultSampleEvery = 1024
+	MaxSampleEvery     = 1 << 30
+)
+
 // ErrConfig is wrapped by every error about a bad Config.
 var ErrConfig = errors.New("bad pipeline config")
 
@@ -120,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Keys == 0 {
 		c.Keys = DefaultKeys
+	}
+	if c.SampleEvery == 0 {
+		c.SampleEvery = DefaultSampleEvery
 	}
 	if c.EventStride == 0 {
 		perWindow := uint64(10) // expected records of a key per window and source
@@ -157,6 +172,8 @@ func (c Config) Validate() error {
 		return bad("records 1: the join needs at least 2, one per source")
 	case c.HotKeys > c.Keys:
 		return bad("hot keys %d: must not exceed the %d keys", c.HotKeys, c.Keys)
+	case c.SampleEvery&(c.SampleEvery-1) != 0 || c.SampleEvery > MaxSampleEvery:
+		return bad("sample every %d: must be a power of two up to %d (or 0 for %d)", c.SampleEvery, uint64(MaxSampleEvery), DefaultSampleEvery)
 	case c.Checkpoint.Interval < 0:
 		return bad("checkpoint interval %v: must not be negative", c.Checkpoint.Interval)
 	case c.SinkDir != "" && c.Checkpoint.Interval == 0:

@@ -68,8 +68,8 @@
 // per CPU second is steadier than records per second. ringflow's idle
 // workers spin before they park, which counts.
 //
-// Latency is sampled: about one record in 1024 carries the wall clock of its
-// generation in SrcNanos, and the sink records now - SrcNanos in a
+// Latency is sampled: about one record in Config.SampleEvery (1024 by
+// default) carries the wall clock of its generation in SrcNanos, and the sink records now - SrcNanos in a
 // log-bucketed Histogram (relative error under 1.6%); with a Warmup, only
 // records generated after it count. Keyed counts carry the
 // sampled record's own time. A window result carries the newest sampled

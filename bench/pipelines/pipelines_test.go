@@ -232,6 +232,38 @@ func TestKeepSamples(t *testing.T) {
 	}
 }
 
+// TestSampleEvery checks that a run samples exactly the records whose
+// hash selects them, one in SampleEvery, on both engines: keyed-count
+// emits one record per input, so every sample reaches a sink.
+func TestSampleEvery(t *testing.T) {
+	for _, every := range []uint64{0, 64, 1} {
+		c := Config{Pipeline: "keyed-count", Records: 50_000, Parallelism: 2, Workers: 2, SampleEvery: every}
+		g := sourceGen(c, seedMain)
+		want := uint64(0)
+		for seq := range c.Records {
+			if g.record(seq).SrcNanos != 0 {
+				want++
+			}
+		}
+		n := every
+		if n == 0 {
+			n = DefaultSampleEvery
+		}
+		if lo, hi := c.Records/n/2, c.Records/n*2; want < lo || want > hi {
+			t.Fatalf("every %d: the generator samples %d of %d records", every, want, c.Records)
+		}
+		for _, run := range []func(context.Context, Config) (Result, error){Run, RunBaseline} {
+			res, err := run(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Latency.Samples != want {
+				t.Errorf("%s, every %d: %d samples, want %d", res.Engine, every, res.Latency.Samples, want)
+			}
+		}
+	}
+}
+
 // TestCancel checks that cancelling the caller's context ends a run with
 // the context's error.
 func TestCancel(t *testing.T) {
@@ -260,6 +292,8 @@ func TestValidate(t *testing.T) {
 		{Config{Pipeline: "join", Records: 10, Warmup: -time.Second}, "warmup -1s"},
 		{Config{Pipeline: "join", Records: 1, Parallelism: 2}, "records 1"},
 		{Config{Pipeline: "keyed-count", Records: 10, Keys: 5, HotKeys: 6}, "hot keys 6"},
+		{Config{Pipeline: "keyed-count", Records: 10, SampleEvery: 48}, "sample every 48: must be a power of two"},
+		{Config{Pipeline: "keyed-count", Records: 10, SampleEvery: 2 * MaxSampleEvery}, "sample every 2147483648"},
 		{Config{Pipeline: "keyed-count", Records: 10, Checkpoint: ringflow.CheckpointConfig{Interval: -1}}, "checkpoint interval -1ns"},
 		{Config{Pipeline: "keyed-count", Records: 10, SinkDir: "out"}, `sink directory "out"`},
 		{Config{Pipeline: "keyed-count", Records: 10, FailAfter: 3}, "fail after 3 records: recovery needs checkpoints"},

@@ -41,10 +41,6 @@ type Joined struct {
 	SrcNanos int64 // the newer of the two records' SrcNanos
 }
 
-// sampleMask selects the sampled records: those whose hash has its low ten
-// bits zero, one in 1024.
-const sampleMask = 1<<10 - 1
-
 // Seeds of the sources: every pipeline's only source (and the join's
 // left one) uses seedMain, the join's right one seedRight.
 const (
@@ -57,6 +53,9 @@ type gen struct {
 	keys uint64
 	seed uint64
 	hot  uint64 // Config.HotKeys
+	// sampleMask selects the sampled records: those whose hash has these
+	// bits zero, one in Config.SampleEvery.
+	sampleMask uint64
 }
 
 // mix64 is splitmix64's finalizer: a bijection that spreads every input
@@ -89,7 +88,7 @@ func (g gen) fill(buf []Record, seq, step uint64) {
 		h := mix64(g.seed + (seq+1)*0x9e3779b97f4a7c15)
 		key, _ := bits.Mul64(h, g.keys)
 		buf[i] = Record{Seq: seq, Key: key, Value: 1}
-		if h&sampleMask == 0 {
+		if h&g.sampleMask == 0 {
 			buf[i].SrcNanos = nowNanos()
 		}
 		seq += step
@@ -106,7 +105,7 @@ func (g gen) fillHot(buf []Record, seq, step uint64) {
 			key, _ = bits.Mul64(h, g.hot)
 		}
 		buf[i] = Record{Seq: seq, Key: key, Value: 1}
-		if h&sampleMask == 0 {
+		if h&g.sampleMask == 0 {
 			buf[i].SrcNanos = nowNanos()
 		}
 		seq += step

@@ -46,7 +46,11 @@ func specOf(c Config, seed uint64) sourceSpec {
 
 // sourceGen returns the generator of the source with the given seed.
 func sourceGen(c Config, seed uint64) gen {
-	return gen{keys: c.Keys, seed: seed, hot: c.HotKeys}
+	every := c.SampleEvery
+	if every == 0 {
+		every = DefaultSampleEvery
+	}
+	return gen{keys: c.Keys, seed: seed, hot: c.HotKeys, sampleMask: every - 1}
 }
 
 // init prepares instance sub of par to generate from the emitted'th of its

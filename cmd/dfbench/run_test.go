@@ -34,6 +34,8 @@ func TestRunFlagErrors(t *testing.T) {
 		{[]string{"--state-dir", "st"}, "--state-dir st: without --checkpoint-interval"},
 		{[]string{"--mode", "twice"}, `--mode "twice"`},
 		{[]string{"--keys", "10", "--hot-keys", "11"}, "--hot-keys 11"},
+		{[]string{"--sample-every", "100"}, "--sample-every 100: must be a power of two"},
+		{[]string{"--sample-every", "0"}, "--sample-every 0: must be a power of two"},
 		{[]string{"--checkpoint-windows", "-1s"}, "--checkpoint-windows -1s: must not be negative"},
 		{[]string{"--checkpoint-windows", "10s"}, "--checkpoint-windows 10s: alternates checkpoints on and off; set --checkpoint-interval"},
 		{[]string{"--checkpoint-windows", "1s", "--checkpoint-interval", "1s"}, "--checkpoint-windows 1s: must be at least two --checkpoint-interval (2s)"},
