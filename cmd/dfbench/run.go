@@ -411,16 +411,21 @@ type ckQuantiles struct {
 	Max float64 `json:"max"`
 }
 
-// ckEntry is one checkpoint in ckSummary.History.
+// ckEntry is one checkpoint in ckSummary.History. The maxima are over its
+// subtasks: the latest first barrier (after the trigger), the longest
+// alignment and the longest synchronous part, which together bound how
+// long a record behind the barrier waited for it.
 type ckEntry struct {
-	ID            uint64  `json:"id"`
-	Status        string  `json:"status"`
-	Final         bool    `json:"final"`
-	TriggerUnixUs int64   `json:"trigger_unix_us"`
-	DurationMs    float64 `json:"duration_ms"`
-	SyncMaxUs     float64 `json:"sync_max_us"`
-	BytesWritten  uint64  `json:"bytes_written"`
-	BytesReused   uint64  `json:"bytes_reused"`
+	ID              uint64  `json:"id"`
+	Status          string  `json:"status"`
+	Final           bool    `json:"final"`
+	TriggerUnixUs   int64   `json:"trigger_unix_us"`
+	DurationMs      float64 `json:"duration_ms"`
+	StartDelayMaxUs float64 `json:"start_delay_max_us"`
+	AlignmentMaxUs  float64 `json:"alignment_max_us"`
+	SyncMaxUs       float64 `json:"sync_max_us"`
+	BytesWritten    uint64  `json:"bytes_written"`
+	BytesReused     uint64  `json:"bytes_reused"`
 }
 
 func ckSummaryOf(e pipelines.Result) *ckSummary {
@@ -430,6 +435,8 @@ func ckSummaryOf(e pipelines.Result) *ckSummary {
 		entry := ckEntry{ID: c.ID, Status: c.Status, Final: c.Final, TriggerUnixUs: c.Trigger.UnixMicro(), DurationMs: ckMs(c.Duration),
 			BytesWritten: c.BytesWritten, BytesReused: c.BytesReused}
 		for _, st := range c.Subtasks {
+			entry.StartDelayMaxUs = max(entry.StartDelayMaxUs, float64(st.StartDelay)/1e3)
+			entry.AlignmentMaxUs = max(entry.AlignmentMaxUs, float64(st.Alignment)/1e3)
 			entry.SyncMaxUs = max(entry.SyncMaxUs, float64(st.Sync)/1e3)
 		}
 		s.History = append(s.History, entry)

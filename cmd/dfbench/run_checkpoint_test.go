@@ -61,6 +61,21 @@ func TestRunCheckpointJSON(t *testing.T) {
 		ck["sync_us"].(map[string]any)["max"].(float64) <= 0 || ck["duration_ms"].(map[string]any)["max"].(float64) <= 0 {
 		t.Errorf("checkpoints %v: want some completed, 1 restart, bytes written, sync and duration times", ck)
 	}
+	delays := 0
+	for i, h := range ck["history"].([]any) {
+		e := h.(map[string]any)
+		want := []string{"alignment_max_us", "bytes_reused", "bytes_written", "duration_ms", "final", "id",
+			"start_delay_max_us", "status", "sync_max_us", "trigger_unix_us"}
+		if got := sortedKeys(e); !reflect.DeepEqual(got, want) {
+			t.Fatalf("history entry %d keys %v, want %v", i, got, want)
+		}
+		if e["status"] == "completed" && e["start_delay_max_us"].(float64) > 0 && e["alignment_max_us"].(float64) >= 0 {
+			delays++ // the keyed subtasks see their first barrier after the trigger
+		}
+	}
+	if delays == 0 {
+		t.Errorf("no completed checkpoint in the history has a start delay: %v", ck["history"])
+	}
 	if n := len(readPartLines(t, out)); n != 200000 {
 		t.Errorf("sink directory holds %d lines, want one per record: 200000", n)
 	}
