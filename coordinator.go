@@ -81,6 +81,9 @@ type coordinator struct {
 	// wake asks resting workers to step their own tasks for a while
 	// (sched.Pool.WakeFor); nil leaves them be.
 	wake func(time.Duration)
+	// at, if set, runs fn on a worker's thread at t (sched.Pool.At): the
+	// periodic triggers go through it.
+	at func(t time.Time, fn func(now time.Time) bool)
 
 	mu struct {
 		sync.Mutex
@@ -191,16 +194,25 @@ func (c *coordinator) triggerLoop() {
 			if c.job.paused.Load() {
 				continue // Job.PauseCheckpoints: no wake, no trigger
 			}
+			// NB: the checkpoint is registered before the resting
+			// workers are woken, while this goroutine's thread still has
+			// a core to itself.
+			if c.at != nil {
+				c.triggerAt(time.Now().Add(wakeLead))
+			}
 			if c.wake != nil {
 				// A barrier's synchronous snapshots and the copy-on-write
 				// after it are a burst of work on every subtask: resting
 				// workers share it, woken a little before the trigger.
 				c.wake(wakeLead + wakeBurst)
-				select {
-				case <-c.done:
-					return
-				case <-time.After(wakeLead):
-				}
+			}
+			if c.at != nil {
+				continue
+			}
+			select {
+			case <-c.done:
+				return
+			case <-time.After(wakeLead):
 			}
 		}
 		c.maybeTrigger(time.Now())
@@ -210,22 +222,65 @@ func (c *coordinator) triggerLoop() {
 // maybeTrigger starts a checkpoint if the settings allow one now: the final
 // one once every source has finished, otherwise a periodic one.
 func (c *coordinator) maybeTrigger(now time.Time) {
+	if f := c.begin(now); f != nil {
+		c.trigger(f, now)
+	}
+}
+
+// triggerAt starts a periodic checkpoint at time at, if the settings allow
+// one then: it is registered now, and worker 0 triggers it at that time
+// (c.at), so that no thread but the workers' has to run at the trigger.
+func (c *coordinator) triggerAt(at time.Time) {
+	f := c.begin(at)
+	if f == nil {
+		return
+	}
+	c.at(at, func(now time.Time) bool {
+		// NB: TryLock: a worker must not park on a lock another goroutine
+		// holds; it tries again at its next round.
+		if !c.mu.TryLock() {
+			return false
+		}
+		live := !c.mu.stopped && c.mu.inflight[f.id] == f
+		if live {
+			f.trigger, c.mu.lastTrigger = now, now
+		}
+		c.mu.Unlock()
+		if live {
+			c.trigger(f, now)
+		}
+		return true
+	})
+}
+
+// trigger sends checkpoint f's trigger to every source. NB: outside c.mu,
+// which a source's worker takes (Snapshotted) as soon as it has taken the
+// trigger.
+func (c *coordinator) trigger(f *inflight, now time.Time) {
+	for _, t := range c.sources {
+		t.Trigger(f.id, now, f.final)
+	}
+}
+
+// begin registers a checkpoint triggered at now, if the settings allow one
+// then, and returns it; nil if they do not.
+func (c *coordinator) begin(now time.Time) *inflight {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.stopped || c.mu.final != 0 {
-		return
+		return nil
 	}
 	final := c.mu.finished == len(c.sources)
 	switch {
 	case final && len(c.mu.inflight) > 0:
-		return // the final checkpoint waits for the others to end
+		return nil // the final checkpoint waits for the others to end
 	case final:
 	case c.job.paused.Load():
-		return // Job.PauseCheckpoints holds periodic checkpoints back
+		return nil // Job.PauseCheckpoints holds periodic checkpoints back
 	case len(c.mu.inflight) >= c.cfg.MaxConcurrent || now.Sub(c.mu.lastEnd) < c.cfg.MinPause:
-		return
+		return nil
 	case now.Sub(c.mu.lastTrigger) < c.cfg.Interval*9/10:
-		return // a poke, not the interval: only a final checkpoint goes early
+		return nil // a poke, not the interval: only a final checkpoint goes early
 	}
 	c.mu.lastTrigger = now
 	id := c.mu.nextID
@@ -233,7 +288,7 @@ func (c *coordinator) maybeTrigger(now time.Time) {
 	p, err := c.store.Begin(id)
 	if err != nil {
 		c.failLocked(id, now, fmt.Errorf("begin: %w", err), final)
-		return
+		return nil
 	}
 	f := &inflight{id: id, trigger: now, pending: p, final: final, ops: map[string]int{}}
 	f.timeout = time.AfterFunc(c.cfg.Timeout, func() {
@@ -243,9 +298,7 @@ func (c *coordinator) maybeTrigger(now time.Time) {
 	if final {
 		c.mu.final = id
 	}
-	for _, t := range c.sources {
-		t.Trigger(id, now, final)
-	}
+	return f
 }
 
 // Snapshotted implements operator.Coordinator: the report is written as

@@ -85,6 +85,7 @@ type Pool struct {
 	noSteal bool
 	stopped atomic.Bool
 	rest    restControl // worker 0's
+	alarm   atomic.Pointer[alarm]
 	// patience is Options.BackgroundPatience, defaulted.
 	patience time.Duration
 

@@ -189,6 +189,7 @@ func (w *Worker) run() {
 			continue
 		}
 		if w.id == 0 {
+			w.pool.ringAlarm(now)
 			w.lendAll(now)
 			w.reviewLoad(now)
 		}
@@ -432,6 +433,9 @@ func (w *Worker) park() {
 		if d := t.Deadline(); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
 			deadline = d
 		}
+	}
+	if a := w.pool.alarmAt(); w.id == 0 && !a.IsZero() && (deadline.IsZero() || a.Before(deadline)) {
+		deadline = a
 	}
 	// NB: a worker never sleeps longer than maxPark. Wake-ups are not
 	// lost by design (see the package doc); the bound keeps an unforeseen
