@@ -42,4 +42,3 @@ func (p *Pool) alarmAt() time.Time {
 	}
 	return time.Time{}
 }
-
