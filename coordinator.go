@@ -79,10 +79,10 @@ type coordinator struct {
 	workers map[*operator.Task]*sched.Worker // nil entries: the writer goroutine writes
 	fail    func(error)                      // stops the job with the error
 	// wake asks resting workers to step their own tasks for a while
-	// (sched.Pool.WakeFor); nil leaves them be.
+	// (sched.Pool.WakeFor).
 	wake func(time.Duration)
-	// at, if set, runs fn on a worker's thread at t (sched.Pool.At): the
-	// periodic triggers go through it.
+	// at runs fn on a worker's thread at t (sched.Pool.At): the periodic
+	// triggers go through it.
 	at func(t time.Time, fn func(now time.Time) bool)
 
 	mu struct {
@@ -190,6 +190,7 @@ func (c *coordinator) triggerLoop() {
 		case <-c.done:
 			return
 		case <-c.poke:
+			c.maybeTrigger(time.Now())
 		case <-tick.C:
 			if c.job.paused.Load() {
 				continue // Job.PauseCheckpoints: no wake, no trigger
@@ -197,25 +198,12 @@ func (c *coordinator) triggerLoop() {
 			// NB: the checkpoint is registered before the resting
 			// workers are woken, while this goroutine's thread still has
 			// a core to itself.
-			if c.at != nil {
-				c.triggerAt(time.Now().Add(wakeLead))
-			}
-			if c.wake != nil {
-				// A barrier's synchronous snapshots and the copy-on-write
-				// after it are a burst of work on every subtask: resting
-				// workers share it, woken a little before the trigger.
-				c.wake(wakeLead + wakeBurst)
-			}
-			if c.at != nil {
-				continue
-			}
-			select {
-			case <-c.done:
-				return
-			case <-time.After(wakeLead):
-			}
+			c.triggerAt(time.Now().Add(wakeLead))
+			// A barrier's synchronous snapshots and the copy-on-write
+			// after it are a burst of work on every subtask: resting
+			// workers share it, woken a little before the trigger.
+			c.wake(wakeLead + wakeBurst)
 		}
-		c.maybeTrigger(time.Now())
 	}
 }
 
@@ -228,8 +216,9 @@ func (c *coordinator) maybeTrigger(now time.Time) {
 }
 
 // triggerAt starts a periodic checkpoint at time at, if the settings allow
-// one then: it is registered now, and worker 0 triggers it at that time
+// one then: it is registered now, and a worker triggers it at that time
 // (c.at), so that no thread but the workers' has to run at the trigger.
+// Its trigger time is when the worker posts it; its timeout runs from now.
 func (c *coordinator) triggerAt(at time.Time) {
 	f := c.begin(at)
 	if f == nil {

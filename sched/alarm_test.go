@@ -9,13 +9,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadTask records the thread its steps run on.
-type threadTask struct{ tid chan int }
+// threadTask records the thread its steps run on, and ends at its first
+// step if done.
+type threadTask struct {
+	tid  chan int
+	done bool
+}
 
 func (t *threadTask) Step(time.Time) (Status, error) {
 	select {
 	case t.tid <- unix.Gettid():
 	default:
+	}
+	if t.done {
+		return Done, nil
 	}
 	return Idle, nil
 }
@@ -23,56 +30,64 @@ func (t *threadTask) PrepareToPark() bool { return true }
 func (t *threadTask) Unpark()             {}
 func (t *threadTask) Deadline() time.Time { return time.Time{} }
 
-// TestAt checks that an alarm runs on worker 0's thread, not before its
-// time, again at later rounds while it returns false, and also when
-// worker 0 is parked with nothing to do.
+// TestAt checks that an alarm runs on a worker's thread, not before its
+// time, again at later rounds while it returns false and not after it
+// returns true, also when the workers are parked with nothing to do, and
+// also once worker 0's tasks have all ended (and worker 0 with them).
 func TestAt(t *testing.T) {
 	spin, yield := spinPolls, yieldPolls
-	spinPolls, yieldPolls = 1, 1 // park soon: the alarm must wake the worker
+	spinPolls, yieldPolls = 1, 1 // park soon: the alarm must wake a worker
 	defer func() { spinPolls, yieldPolls = spin, yield }()
-	// NB: no stealing and no resting, so that only worker 0's thread
-	// steps its task.
-	p, err := New(Options{Workers: 2, NoSteal: true, NoRest: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w0 := &threadTask{tid: make(chan int, 1)}
-	p.Workers()[0].Add(w0)
-	p.Workers()[1].Add(forever{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	worker0 := <-w0.tid
-	for p.Workers()[0].Parks() == 0 {
-		runtime.Gosched()
-	}
+	for _, worker0Ends := range []bool{false, true} {
+		// NB: no stealing and no resting, so that each task is stepped
+		// by its own worker's thread only.
+		p, err := New(Options{Workers: 2, NoSteal: true, NoRest: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks := []*threadTask{{tid: make(chan int, 1), done: worker0Ends}, {tid: make(chan int, 1)}}
+		for i, task := range tasks {
+			p.Workers()[i].Add(task)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		workerTids := map[int]bool{<-tasks[0].tid: true, <-tasks[1].tid: true}
+		for p.Workers()[1].Parks() == 0 {
+			runtime.Gosched()
+		}
 
-	type call struct {
-		tid int
-		now time.Time
-	}
-	calls := make(chan call, 8)
-	at := time.Now().Add(5 * time.Millisecond)
-	n := 0
-	p.At(at, func(now time.Time) bool {
-		calls <- call{unix.Gettid(), now}
-		n++
-		return n == 3 // done at the third round
-	})
-	for i := range 3 {
-		c := <-calls
-		if c.tid != worker0 {
-			t.Fatalf("call %d on thread %d, want worker 0's %d", i, c.tid, worker0)
+		type call struct {
+			tid int
+			now time.Time
 		}
-		if c.now.Before(at) {
-			t.Fatalf("call %d at %v, before the alarm's time %v", i, c.now, at)
+		calls := make(chan call, 8)
+		at := time.Now().Add(5 * time.Millisecond)
+		n := 0
+		p.At(at, func(now time.Time) bool {
+			calls <- call{unix.Gettid(), now}
+			n++
+			return n == 3 // done at the third round
+		})
+		for i := range 3 {
+			var c call
+			select {
+			case c = <-calls:
+			case <-time.After(10 * time.Second): // a guard against hanging, not a measure
+				t.Fatalf("worker 0 ends %v: call %d of the alarm never came", worker0Ends, i)
+			}
+			if !workerTids[c.tid] {
+				t.Fatalf("worker 0 ends %v: call %d on thread %d, not a worker's (%v)", worker0Ends, i, c.tid, workerTids)
+			}
+			if c.now.Before(at) {
+				t.Fatalf("worker 0 ends %v: call %d at %v, before the alarm's time %v", worker0Ends, i, c.now, at)
+			}
 		}
+		time.Sleep(20 * time.Millisecond)
+		if len(calls) != 0 {
+			t.Fatalf("worker 0 ends %v: the alarm ran again after it returned true", worker0Ends)
+		}
+		cancel()
+		<-done
 	}
-	time.Sleep(20 * time.Millisecond)
-	if len(calls) != 0 {
-		t.Fatalf("the alarm ran again after it returned true")
-	}
-	cancel()
-	<-done
 }

@@ -73,7 +73,7 @@
 // Options.NoRest turns resting off; Worker.Rests and Worker.Rested count
 // it.
 //
-// Pool.At has worker 0 run a short function on its own thread at a given
+// Pool.At has a worker run a short function on its own thread at a given
 // time, between its steps (the job's checkpoint triggers): nothing else
 // then needs a core, where a goroutine's thread woken for it would take a
 // worker's.

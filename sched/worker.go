@@ -188,8 +188,8 @@ func (w *Worker) run() {
 			idle = 0
 			continue
 		}
+		w.pool.ringAlarm(now)
 		if w.id == 0 {
-			w.pool.ringAlarm(now)
 			w.lendAll(now)
 			w.reviewLoad(now)
 		}
@@ -434,7 +434,7 @@ func (w *Worker) park() {
 			deadline = d
 		}
 	}
-	if a := w.pool.alarmAt(); w.id == 0 && !a.IsZero() && (deadline.IsZero() || a.Before(deadline)) {
+	if a := w.pool.alarmAt(); !a.IsZero() && (deadline.IsZero() || a.Before(deadline)) {
 		deadline = a
 	}
 	// NB: a worker never sleeps longer than maxPark. Wake-ups are not

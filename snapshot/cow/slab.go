@@ -9,10 +9,10 @@ import (
 // With Config.HugePages, pages come from slabs once a Map's tables are
 // large: a slab is one Go allocation of slabBytes holding many pages,
 // advised to the kernel as memory to back with transparent huge pages
-// (adviseHuge). At millions of
-// keys every update touches a random page of tens of MiB of state: with
-// 4 KiB translations nearly every update also misses the TLB (in a VM, a
-// two-dimensional page walk), and so does every copy-on-write copy, twice.
+// (adviseHuge). At millions of keys every update touches a random page of
+// tens of MiB of state: with 4 KiB translations nearly every update also
+// misses the TLB (in a VM, a two-dimensional page walk), and so does every
+// copy-on-write copy, twice.
 // Backed by 2 MiB pages, the state of one subtask needs a handful of
 // translations. On the machine of docs/perf.md (THP "madvise"),
 // keyed-count at 1M keys ran about 7% faster (docs/perf.md, thirteenth
@@ -47,6 +47,8 @@ func (m *Map[K, V]) newPage() *page[K, V] {
 	return p
 }
 
+// newSlab allocates a slab as the source of the next pages, records its
+// address range (fromSlab) and advises it for huge pages.
 func (m *Map[K, V]) newSlab() {
 	n := max(1, slabBytes/int(unsafe.Sizeof(page[K, V]{})))
 	size := uintptr(n) * unsafe.Sizeof(page[K, V]{})
