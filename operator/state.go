@@ -117,8 +117,8 @@ func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint6
 }
 
 // copyAhead makes one of the page copies the writes after the table's
-// last snapshot would make (cow.Map.CopyAhead), and reports whether there
-// was one to make.
+// last snapshot would make, or completes one page they copied in part
+// (cow.Map.CopyAhead), and reports whether there was one to make.
 func (t *keyedTable[K, V]) copyAhead() bool { return t.m.CopyAhead(1) > 0 }
 
 // cowCodec adapts a Codec to the interface cow.Map serializes with.

@@ -277,10 +277,10 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 // piece of the operators' idle work, if they have any, and reports
 // Progress if it did, so that the worker steps the task again rather than
 // idling while there is more. The pieces are the page copies the first
-// writes after a checkpoint would otherwise make (cow.Map.CopyAhead):
-// made in time the task had no records, they do not delay the records
-// that would have made them, nor the records queued behind those, for the
-// milliseconds after every barrier that the copying takes.
+// writes after a checkpoint would otherwise make, and the completion of the
+// pages those writes copied only in part (cow.Map.CopyAhead): made in time
+// the task had no records, they do not delay the records that would have
+// made them, nor the records queued behind those.
 func (t *Task) idleStatus() sched.Status {
 	for _, work := range t.idleWork {
 		if work() {

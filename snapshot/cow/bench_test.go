@@ -323,7 +323,8 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 // starts: at 1M keys and one update a microsecond (keyed-count at 1M
 // records/s), the time the updates right after a Freeze take, per update,
 // in three windows (the first millisecond, up to 5 ms, up to 20 ms), and
-// the page copies per update in each (docs/perf.md, twelfth session).
+// the page copies (begun) and chunk copies per update in each (docs/perf.md,
+// twelfth and fifteenth sessions).
 // batch=1 updates one key a microsecond; batch=16 sixteen keys every 16µs,
 // after a Prefetch of their hashes, as the keyed operators do with a frame
 // of records. The ahead cases spend the time between updates in CopyAhead,
@@ -349,14 +350,19 @@ func benchFirstWrites(b *testing.B, s *benchState, batch int, ahead bool) {
 	var prev *Snapshot[uint64, int64]
 	var busy, delay [3]time.Duration
 	var count [3]int
-	var copies [3]uint64
+	var copies, chunks [3]uint64
 	j := 0
 	for b.Loop() {
 		if prev != nil {
 			prev.Release()
 		}
+		// NB: the writes of the rest of a one-second interval would have
+		// made every page private again by now (and completed the partial
+		// ones); this does it at once, between the timed windows.
+		for s.cow.CopyAhead(1<<20) > 0 {
+		}
 		prev = s.cow.Freeze()
-		copied := s.cow.Stats().PagesCopied
+		copied, chunked := s.cow.Stats().PagesCopied, s.cow.Stats().ChunksCopied
 		start := time.Now()
 		for i, w := 0, 0; w < len(windows); i++ {
 			due := start.Add(time.Duration(i) * every)
@@ -368,9 +374,10 @@ func benchFirstWrites(b *testing.B, s *benchState, batch int, ahead bool) {
 				now = time.Now()
 			}
 			if now.Sub(start) >= windows[w] {
-				c := s.cow.Stats().PagesCopied
-				copies[w] += c - copied
-				copied = c
+				st := s.cow.Stats()
+				copies[w] += st.PagesCopied - copied
+				chunks[w] += st.ChunksCopied - chunked
+				copied, chunked = st.PagesCopied, st.ChunksCopied
 				w++
 				continue
 			}
@@ -396,5 +403,6 @@ func benchFirstWrites(b *testing.B, s *benchState, batch int, ahead bool) {
 		b.ReportMetric(float64(busy[w].Nanoseconds())/float64(count[w]), fmt.Sprintf("ns/update<%v", end))
 		b.ReportMetric(float64(delay[w].Nanoseconds())/float64(count[w]), fmt.Sprintf("delay-ns<%v", end))
 		b.ReportMetric(float64(copies[w])/float64(count[w]), fmt.Sprintf("copies/update<%v", end))
+		b.ReportMetric(float64(chunks[w])/float64(count[w]), fmt.Sprintf("chunks/update<%v", end))
 	}
 }

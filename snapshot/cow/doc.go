@@ -59,8 +59,8 @@
 // the page's ver is not the current version, this is the page's first write
 // in the interval, and the slow path runs: if a live snapshot can see the
 // page (ver <= Map.required, the newest live snapshot's version), the
-// writer copies the key group's directory (once) and the page (once) and
-// writes the copy; either way it sets ver and clears the dirty bitmap. So a
+// writer copies the key group's directory (once) and the page (once, a
+// chunk at a time: see below) and writes the copy; either way it sets ver and clears the dirty bitmap. So a
 // page is copied at most once per snapshot, on the first write to it, and
 // the cost is amortised into the writer and bounded by the state it
 // actually touches. Pages not written after a freeze are never copied.
@@ -81,8 +81,31 @@
 // the entry. Shadow paging keeps entries 16 bytes for uint64/int64, makes
 // the copy-on-write check a read of the small, cache-resident directory
 // (which the probe reads anyway, for the occupancy bitmap), and makes the
-// freeze O(key groups). The price is copying 4 KiB for the first write to a
-// page after a freeze.
+// freeze O(key groups). The price is copying each page written after a
+// freeze, 4 KiB, a chunk at a time as its entries are first written.
+//
+// # Partial pages: the first write copies one chunk
+//
+// Copying a whole page at the first write was what a checkpoint cost a
+// record: at 1M keys and 1M records/s nearly every record in the first
+// milliseconds after a freeze is the first to write its page, and a copy of
+// a cold 4 KiB page is about the time between records, so the records
+// queued behind the copies. Instead the first write makes a partial copy: a
+// fresh page holding only the 256-byte chunk (16 entries) being written,
+// with the frozen page as its base, from which the other chunks are read:
+//
+//	{page*, base*, have, ver, occ, dirty}    have: chunks of page that hold the data
+//
+// The page's next write to another chunk copies all the chunks it lacks at
+// once, and the page drops its base; so does CopyAhead, in a task's idle
+// steps, which after a freeze mostly finds partial pages to complete. A
+// page's second write comes later than its first (at 1M records/s, about
+// 8 ms later for a page of 4,096 at 1M keys), when most pages have been
+// completed in idle time, and under full load the two steps cost a page
+// copy and a chunk, not sixteen chunk copies. A partial page that a freeze
+// catches belongs to that snapshot as it is, and its next write copies it
+// whole. Reads pay one predictable branch (base == nil) while no page is
+// partial. docs/perf.md (fifteenth session) has the measurements.
 //
 // # Concurrency
 //

@@ -73,7 +73,7 @@ func (s *Snapshot[K, V]) appendPage(dst []byte, r *pageRef[K, V], dirtyOnly bool
 			word &= r.dirty[w]
 		}
 		for ; word != 0; word &= word - 1 {
-			sl := &r.p.slots[w*64+bits.TrailingZeros64(word)]
+			sl := r.slot(uint64(w*64 + bits.TrailingZeros64(word)))
 			dst = s.keys.Append(dst, sl.key)
 			dst = s.vals.Append(dst, sl.val)
 		}

@@ -90,7 +90,17 @@ type Map[K comparable, V any] struct {
 		ver         uint64
 		table, page int
 	}
-	stats Stats
+	// partial lists the pages writes have made partial in this interval,
+	// for CopyAhead to complete (some may have been completed since).
+	partial []pageAt[K, V]
+	stats   Stats
+}
+
+// pageAt names page index page of table t (a table of Map.tables, which
+// never moves).
+type pageAt[K comparable, V any] struct {
+	t    *table[K, V]
+	page uint32
 }
 
 // shared is the only state both the owner and snapshot readers touch.
@@ -214,7 +224,7 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 			if !r.occupied(si) {
 				break
 			}
-			if s := &r.p.slots[si]; s.key == k {
+			if s := r.slot(si); s.key == k {
 				return s.val, true
 			}
 		}
@@ -256,7 +266,7 @@ func (m *Map[K, V]) prefetch(hashes []uint64) {
 	for _, h := range hashes {
 		if t := m.table(h); t != nil && len(t.dir) != 0 {
 			i := t.home(h)
-			slots = append(slots, unsafe.Pointer(&t.dir[i>>pageShift].p.slots[i&pageMask]))
+			slots = append(slots, unsafe.Pointer(t.dir[i>>pageShift].slot(i&pageMask)))
 		}
 	}
 	prefetch.Spans(slots, unsafe.Sizeof(slot[K, V]{}))
@@ -311,9 +321,10 @@ func (m *Map[K, V]) UpsertHashedNew(h uint64, k K) (*V, bool, error) {
 			if !r.occupied(si) {
 				break
 			}
-			if s := &r.p.slots[si]; s.key == k {
-				if r.ver != m.version {
-					return &m.touchSlot(t, i).val, false, nil // first write in this interval
+			if s := r.slot(si); s.key == k {
+				if r.ver != m.version || r.base != nil {
+					// The first write in this interval, or to a partial page.
+					return &m.touchSlot(t, i).val, false, nil
 				}
 				r.setDirty(si)
 				return &s.val, false, nil
@@ -340,16 +351,19 @@ func (m *Map[K, V]) insert(t *table[K, V], h uint64, k K) *V {
 // touchSlot returns slot i of t, marked written in this interval, after
 // making its page (and t's directory) private to the live map.
 func (m *Map[K, V]) touchSlot(t *table[K, V], i uint64) *slot[K, V] {
-	pi := i >> pageShift
+	pi, si := i>>pageShift, i&pageMask
 	if t.dir[pi].ver != m.version {
-		m.touchPage(t, pi)
+		m.touchPage(t, pi, si, false)
 	}
 	r := &t.dir[pi]
 	if invariants.Enabled && (r.ver <= m.required || t.dirVer <= m.required) {
 		panic(invariants.Failf("cow: writing page v%d dir v%d with snapshot v%d live", r.ver, t.dirVer, m.required))
 	}
-	r.setDirty(i & pageMask)
-	return &r.p.slots[i&pageMask]
+	if r.base != nil && r.have&(1<<(si>>chunkShift)) == 0 {
+		m.fill(r) // the page's second chunk: all the rest at once
+	}
+	r.setDirty(si)
+	return &r.p.slots[si]
 }
 
 // Delete removes k and reports whether it was present.

@@ -51,7 +51,7 @@ func (m *Map[K, V]) restored(t *table[K, V]) {
 	for i := range t.dir {
 		r := &t.dir[i]
 		if r.ver != m.version {
-			m.touchPage(t, uint64(i))
+			m.touchPage(t, uint64(i), 0, true)
 		}
 		r = &t.dir[i]
 		r.dirty = r.occ

@@ -16,8 +16,10 @@ import (
 type Stats struct {
 	Freezes         uint64 // Freeze calls
 	KeyGroupsFrozen uint64 // table headers captured by Freeze: all its work
-	PagesCopied     uint64 // copy-on-write page copies, CopyAhead's included
+	PagesCopied     uint64 // copy-on-write page copies (begun: see ChunksCopied), CopyAhead's included
 	PagesAhead      uint64 // page copies CopyAhead made
+	ChunksCopied    uint64 // chunks copied into partial pages, by writes and by completing them
+	PagesCompleted  uint64 // partial pages given their missing chunks at once (CopyAhead, or a freeze)
 	DirsCopied      uint64 // copy-on-write directory copies
 	DirsReused      uint64 // directories taken from the free list
 	PagesAllocated  uint64 // pages taken from the Go heap, or from a slab
@@ -79,6 +81,7 @@ func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
 	m.required = m.version
 	m.version++
 	m.ahead.ver, m.ahead.table, m.ahead.page = m.version, 0, 0
+	m.partial = m.partial[:0] // now frozen: the ahead scan finds them
 	m.live = append(m.live, s)
 	m.stats.Freezes++
 	m.stats.KeyGroupsFrozen += uint64(len(m.tables))
@@ -195,13 +198,30 @@ func (m *Map[K, V]) allocPage() *page[K, V] {
 	return m.newPage()
 }
 
-// drop is called when the live map stops pointing to page r.
+// drop is called when the live map stops pointing to page r (and to its
+// base, if it is partial).
 func (m *Map[K, V]) drop(r pageRef[K, V]) {
+	if r.base != nil {
+		m.dropBase(r.base)
+	}
 	if r.ver <= m.required {
 		m.pages.retired = append(m.pages.retired, retiredPage[K, V]{p: r.p, from: r.ver, until: m.version})
 		return
 	}
 	m.freePage(r.p)
+}
+
+// dropBase is called when the live map stops reading from the base of a
+// partial page. The base was frozen at some version before the partial
+// page's, which the reference does not keep; retiring it as visible to
+// every snapshot before the current version is safe, and frees it once
+// the snapshots that could see it are released.
+func (m *Map[K, V]) dropBase(base *page[K, V]) {
+	if m.required != 0 {
+		m.pages.retired = append(m.pages.retired, retiredPage[K, V]{p: base, from: 0, until: m.version})
+		return
+	}
+	m.freePage(base)
 }
 
 // reclaim forgets released snapshots, lowers m.required to the newest live
@@ -318,10 +338,13 @@ func (m *Map[K, V]) visible(r retiredPage[K, V]) bool {
 	return false
 }
 
-// touchPage starts the current interval for t's page pi: it copies the
-// page (and t's directory first, if a snapshot shares it) when a live
-// snapshot can see it, and clears the page's dirty bitmap.
-func (m *Map[K, V]) touchPage(t *table[K, V], pi uint64) {
+// touchPage starts the current interval for t's page pi. When a live
+// snapshot can see the page, it copies t's directory (if a snapshot shares
+// it too) and makes the page private: whole, or (for a write to slot si)
+// as a partial copy holding si's chunk. Either way it clears the page's
+// dirty bitmap. A frozen page that is itself partial is always copied
+// whole: its data has two sources.
+func (m *Map[K, V]) touchPage(t *table[K, V], pi, si uint64, whole bool) {
 	if m.shared.releases.Load() != m.seen {
 		m.reclaim()
 	}
@@ -332,37 +355,106 @@ func (m *Map[K, V]) touchPage(t *table[K, V], pi uint64) {
 			t.dir, t.dirVer = dir, m.version
 			m.stats.DirsCopied++
 		}
-		old := t.dir[pi]
+		r := &t.dir[pi]
+		old := *r
 		p := m.allocPage()
-		*p = *old.p
-		t.dir[pi].p = p
-		m.drop(old)
 		m.stats.PagesCopied++
+		switch {
+		case old.base != nil:
+			// NB: rare: a page is left partial across a freeze only if
+			// its task had no idle step to complete it in.
+			r.p, r.base, r.have = p, old.base, old.have
+			copyChunks(p, old.p, old.have)
+			m.fill(r)
+			m.stats.PagesCompleted++
+			m.drop(pageRef[K, V]{p: old.p, ver: old.ver}) // the base was dropped by fill
+		case whole:
+			*p = *old.p
+			r.p = p
+			m.drop(old)
+		default:
+			c := uint64(1) << (si >> chunkShift)
+			copyChunks(p, old.p, c)
+			r.p, r.base, r.have = p, old.p, c // NB: old.p stays in use, as the base
+			m.stats.ChunksCopied++
+			m.partial = append(m.partial, pageAt[K, V]{t, uint32(pi)})
+		}
 	}
 	r := &t.dir[pi]
 	r.ver, r.dirty = m.version, [occWords]uint64{}
+}
+
+// copyChunks copies the chunks in set from src to dst, a run of adjacent
+// chunks at a time.
+func copyChunks[K comparable, V any](dst, src *page[K, V], set uint64) {
+	for set != 0 {
+		lo := uint64(bits.TrailingZeros64(set))
+		n := uint64(bits.TrailingZeros64(^(set >> lo)))
+		a, b := lo<<chunkShift, (lo+n)<<chunkShift
+		copy(dst.slots[a:b], src.slots[a:b])
+		set &^= (1<<n - 1) << lo
+	}
+}
+
+// fill gives partial page r, whose page is private, every chunk it does not
+// have yet, and drops its base.
+func (m *Map[K, V]) fill(r *pageRef[K, V]) {
+	missing := allChunks &^ r.have
+	copyChunks(r.p, r.base, missing)
+	m.stats.ChunksCopied += uint64(bits.OnesCount64(missing))
+	m.dropBase(r.base)
+	r.base, r.have = nil, 0
+}
+
+// complete fills writable partial page r (see fill).
+func (m *Map[K, V]) complete(r *pageRef[K, V]) {
+	m.fill(r)
+	m.stats.PagesCompleted++
 }
 
 // CopyAhead makes up to n of the page copies the writes after the last
 // Freeze are expected to make, before they make them, and returns how many
 // it made; 0 means there are none left to make in this interval. The
 // expected pages are those written in the interval the newest snapshot
-// froze and still shared with it. A task calls it when it has no records
-// waiting: copied then, a page does not delay the record whose write would
-// otherwise have copied it, nor the records behind that one.
+// froze and still shared with it; it also completes the partial pages
+// (see pageRef) the writes have left, so that their reads no longer go
+// through the base and no write copies a chunk of them again. A task calls
+// it when it has no records waiting: copied then, a page does not delay
+// the record whose write would otherwise have copied it, nor the records
+// behind that one.
 //
 // A page copied ahead and then not written costs a page until the
 // snapshot is released, and nothing else: its dirty bitmap stays empty, so
 // the next snapshot's deltas and ChangedSince are as if it had not been
 // copied. Once the newest snapshot is released, writes copy nothing, and
-// CopyAhead stops.
+// CopyAhead only completes partial pages.
 func (m *Map[K, V]) CopyAhead(n int) int {
-	if m.ahead.ver != m.version {
-		return 0
-	}
 	if m.shared.releases.Load() != m.seen {
 		m.reclaim()
 	}
+	made := 0
+	if m.ahead.ver == m.version {
+		made = m.copyAheadFrozen(n)
+	}
+	for made < n && len(m.partial) > 0 {
+		last := len(m.partial) - 1
+		at := m.partial[last]
+		m.partial = m.partial[:last]
+		// NB: the table may have been rebuilt since: then the page at that
+		// index is a fresh one, not partial, and is passed over.
+		if at.page < uint32(len(at.t.dir)) {
+			if r := &at.t.dir[at.page]; r.base != nil && r.ver == m.version {
+				m.complete(r)
+				made++
+			}
+		}
+	}
+	return made
+}
+
+// copyAheadFrozen is CopyAhead's scan of the frozen pages, from where it
+// last stopped.
+func (m *Map[K, V]) copyAheadFrozen(n int) int {
 	v := m.version - 1 // the interval the newest snapshot froze
 	if m.required != v {
 		m.ahead.ver = 0
@@ -374,17 +466,23 @@ func (m *Map[K, V]) CopyAhead(n int) int {
 		for m.ahead.page < len(t.dir) {
 			pi := m.ahead.page
 			m.ahead.page++
-			if r := &t.dir[pi]; r.ver == v && r.dirty != [occWords]uint64{} {
+			r := &t.dir[pi]
+			switch {
+			case r.ver == m.version && r.base != nil:
+				m.complete(r) // made partial by a write before the scan came here
+			case r.ver == v && r.dirty != [occWords]uint64{} || r.ver <= v && r.base != nil:
 				copies := m.stats.PagesCopied
-				m.touchPage(t, uint64(pi))
+				m.touchPage(t, uint64(pi), 0, true)
 				if m.stats.PagesCopied == copies {
 					m.ahead.ver = 0 // the snapshot was released meanwhile
 					return made
 				}
 				m.stats.PagesAhead++
-				if made++; made == n {
-					return made
-				}
+			default:
+				continue
+			}
+			if made++; made == n {
+				return made
 			}
 		}
 	}
@@ -419,7 +517,7 @@ func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
 			for word != 0 {
 				si := uint64(w*64 + bits.TrailingZeros64(word))
 				word &= word - 1
-				s := &r.p.slots[si]
+				s := r.slot(si)
 				i := nt.insertNew(m.hash(s.key), s.key, s.val)
 				if current && r.isDirty(si) {
 					nt.dir[i>>pageShift].setDirty(i & pageMask)

@@ -11,6 +11,14 @@ const (
 	pageMask  = pageSlots - 1
 	occWords  = pageSlots / 64
 
+	// A page is made private to the live map in two steps (see pageRef):
+	// the first write to a page after a freeze copies only the chunk it
+	// writes, 256 bytes for 16-byte entries, not the whole 4 KiB.
+	chunkShift = 4
+	chunkSlots = 1 << chunkShift
+	pageChunks = pageSlots / chunkSlots
+	allChunks  = 1<<pageChunks - 1
+
 	// fibMul spreads the hash over the table index (Fibonacci hashing), so a
 	// supplied hash with weak high bits still probes well. The key group
 	// uses the hash's low bits (h % maxP); the index uses the product's
@@ -35,16 +43,38 @@ type page[K comparable, V any] struct {
 // and the bitmaps are writable in place iff ver > Map.required, and the
 // dirty bitmap means "written during interval ver".
 //
+// A partial page has a base: p then holds only the chunks in have, and the
+// others are read from base, a page a snapshot froze, which nobody writes.
+// The first write to a frozen page makes such a partial copy of it, holding
+// the one chunk written; a write to any other chunk copies all the rest at
+// once (as CopyAhead does in a task's idle steps), and the page drops its
+// base.
+//
 // NB: the bitmaps live in the directory, not the page, so a probe reads the
 // small, cache-resident directory and then exactly one slot's cache line.
 // They are copied with the directory, and a snapshot's directory keeps the
 // bitmaps of its frozen pages.
 type pageRef[K comparable, V any] struct {
 	p     *page[K, V]
+	base  *page[K, V] // nil unless partial
 	ver   uint64
+	have  uint64 // chunks of p that hold the page's data, if base != nil
 	occ   [occWords]uint64
 	dirty [occWords]uint64
 }
+
+// pageOf returns the page that holds slot si's data: p, or base for a
+// chunk a partial page does not have.
+func (r *pageRef[K, V]) pageOf(si uint64) *page[K, V] {
+	if r.base != nil && r.have&(1<<(si>>chunkShift)) == 0 {
+		return r.base
+	}
+	return r.p
+}
+
+// slot returns slot si of the page, for reading; writers go through
+// Map.touchSlot.
+func (r *pageRef[K, V]) slot(si uint64) *slot[K, V] { return &r.pageOf(si).slots[si] }
 
 func (r *pageRef[K, V]) occupied(si uint64) bool { return r.occ[si>>6]&(1<<(si&63)) != 0 }
 func (r *pageRef[K, V]) setOccupied(si uint64)   { r.occ[si>>6] |= 1 << (si & 63) }
@@ -81,8 +111,9 @@ func (t *table[K, V]) occupied(i uint64) bool {
 	return t.dir[i>>pageShift].occupied(i & pageMask)
 }
 
+// slotAt returns slot i, for reading.
 func (t *table[K, V]) slotAt(i uint64) *slot[K, V] {
-	return &t.dir[i>>pageShift].p.slots[i&pageMask]
+	return t.dir[i>>pageShift].slot(i & pageMask)
 }
 
 // find returns the index holding k, or the empty index where k would be
@@ -98,7 +129,7 @@ func (t *table[K, V]) find(h uint64, k K) (uint64, bool) {
 		if !r.occupied(si) {
 			return i, false
 		}
-		if r.p.slots[si].key == k {
+		if r.slot(si).key == k {
 			return i, true
 		}
 		i = (i + 1) & t.mask
@@ -147,7 +178,7 @@ func (t *table[K, V]) all(yield func(K, V) bool) {
 			for word != 0 {
 				si := w*64 + bits.TrailingZeros64(word)
 				word &= word - 1
-				s := &r.p.slots[si]
+				s := r.slot(uint64(si))
 				if !yield(s.key, s.val) {
 					return
 				}
