@@ -34,7 +34,14 @@ const (
 	// take ~1µs here, and they grow with the load well before any task is
 	// behind (keyed-count at 15M records/s: 4.5–8µs alone, against 2.5µs
 	// on each of two workers, and a p99 of 130–260µs against 60–100).
-	restRoundMax = 4 * time.Microsecond
+	// It was 4µs, set on an AMD host; on the Intel host of docs/perf.md's
+	// fifteenth session worker 0 alone at 1M records/s has rounds of
+	// 3.6–4.3µs, every one with work, so that bound woke worker 1 one to
+	// three times in ten seconds for no load it could not carry, and a run
+	// with both workers awake at that load has a p99 three to ten times
+	// as high. At 6µs worker 0 carries 1M records/s alone there; at 2–3M
+	// it often does too, with a p99 no worse.
+	restRoundMax = 6 * time.Microsecond
 	// After worker 0 wakes a worker, none rests for restCooldown; the
 	// wait doubles, up to restCooldownMax, each time a rest ends within
 	// restShortRest of its start (a load that one worker fewer cannot
