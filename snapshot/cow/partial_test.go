@@ -30,17 +30,17 @@ func keysOfPage(r *pageRef[uint64, int64]) []uint64 {
 	return keys
 }
 
-// checkContents compares a map's or a snapshot's contents with want.
-func checkContents(t *testing.T, what string, got, want map[uint64]int64) {
+// keyInOtherChunk returns a key on k's page in another chunk than k's.
+func keyInOtherChunk(t *testing.T, m *Map[uint64, int64], k uint64) uint64 {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s holds %d keys, want %d", what, len(got), len(want))
-	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Fatalf("%s: key %d = %d (present %v), want %d", what, k, g, ok, v)
+	r, si := refOf(t, m, k)
+	for _, o := range keysOfPage(r) {
+		if _, osi := refOf(t, m, o); osi>>chunkShift != si>>chunkShift {
+			return o
 		}
 	}
+	t.Fatalf("key %d's page has entries in one chunk only", k)
+	return 0
 }
 
 // TestFirstWriteCopiesOneChunk: the first write to a frozen page copies
@@ -67,8 +67,8 @@ func TestFirstWriteCopiesOneChunk(t *testing.T) {
 	if r.base == nil || r.have != 1<<(si>>chunkShift) {
 		t.Fatalf("after one write: base %p, chunks %#x; want a partial page with chunk %d", r.base, r.have, si>>chunkShift)
 	}
-	checkContents(t, "live map with a partial page", mapContents(t, m), want)
-	checkContents(t, "snapshot", snapshotContents(t, snap), frozen)
+	diffMaps(t, "live map with a partial page", mapContents(t, m), want)
+	diffMaps(t, "snapshot", snapshotContents(t, snap), frozen)
 
 	// A second write to the same chunk copies nothing more.
 	p, _ = m.Upsert(k)
@@ -87,8 +87,8 @@ func TestFirstWriteCopiesOneChunk(t *testing.T) {
 	if s := m.Stats(); s.PagesCompleted == s1.PagesCompleted {
 		t.Fatal("CopyAhead completed no page")
 	}
-	checkContents(t, "live map after CopyAhead", mapContents(t, m), want)
-	checkContents(t, "snapshot after CopyAhead", snapshotContents(t, snap), frozen)
+	diffMaps(t, "live map after CopyAhead", mapContents(t, m), want)
+	diffMaps(t, "snapshot after CopyAhead", snapshotContents(t, snap), frozen)
 	snap.Release()
 }
 
@@ -102,18 +102,8 @@ func TestSecondChunkFillsThePage(t *testing.T) {
 	snap := m.Freeze()
 	defer snap.Release()
 	k := uint64(99)
-	r, si := refOf(t, m, k)
-	var other uint64
-	found := false
-	for _, o := range keysOfPage(r) {
-		if _, osi := refOf(t, m, o); osi>>chunkShift != si>>chunkShift {
-			other, found = o, true
-			break
-		}
-	}
-	if !found {
-		t.Fatalf("key %d's page has entries in one chunk only", k)
-	}
+	other := keyInOtherChunk(t, m, k)
+	r, _ := refOf(t, m, k)
 	keys := keysOfPage(r)
 	s0 := m.Stats()
 	p, _ := m.Upsert(k)
@@ -156,18 +146,7 @@ func TestPartialPageAcrossFreeze(t *testing.T) {
 	s1 := m.Freeze()
 
 	k := uint64(777)
-	r, si := refOf(t, m, k)
-	var other uint64
-	found := false
-	for _, o := range keysOfPage(r) {
-		if _, osi := refOf(t, m, o); osi>>chunkShift != si>>chunkShift {
-			other, found = o, true
-			break
-		}
-	}
-	if !found {
-		t.Fatalf("key %d's page has entries in one chunk only", k)
-	}
+	other := keyInOtherChunk(t, m, k)
 	p, _ := m.Upsert(k)
 	*p = -7
 	if r, _ := refOf(t, m, k); r.base == nil {
@@ -191,8 +170,8 @@ func TestPartialPageAcrossFreeze(t *testing.T) {
 	if v3[k] != -7 || v3[other] != -8 {
 		t.Fatalf("map: key %d = %d, key %d = %d; want -7, -8", k, v3[k], other, v3[other])
 	}
-	checkContents(t, "first snapshot", snapshotContents(t, s1), v1)
-	checkContents(t, "second snapshot", snapshotContents(t, s2), v2)
+	diffMaps(t, "first snapshot", snapshotContents(t, s1), v1)
+	diffMaps(t, "second snapshot", snapshotContents(t, s2), v2)
 
 	// Released, the snapshots give their pages back, the partial page's
 	// base included.
