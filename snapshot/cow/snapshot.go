@@ -19,7 +19,7 @@ type Stats struct {
 	PagesCopied     uint64 // copy-on-write page copies (begun: see ChunksCopied), CopyAhead's included
 	PagesAhead      uint64 // page copies CopyAhead made
 	ChunksCopied    uint64 // chunks copied into partial pages, by writes and by completing them
-	PagesCompleted  uint64 // partial pages given their missing chunks at once (CopyAhead, or a freeze)
+	PagesCompleted  uint64 // partial pages completed by CopyAhead, or copied whole after a freeze caught them partial
 	DirsCopied      uint64 // copy-on-write directory copies
 	DirsReused      uint64 // directories taken from the free list
 	PagesAllocated  uint64 // pages taken from the Go heap, or from a slab
@@ -414,11 +414,12 @@ func (m *Map[K, V]) complete(r *pageRef[K, V]) {
 
 // CopyAhead makes up to n of the page copies the writes after the last
 // Freeze are expected to make, before they make them, and returns how many
-// it made; 0 means there are none left to make in this interval. The
-// expected pages are those written in the interval the newest snapshot
-// froze and still shared with it; it also completes the partial pages
-// (see pageRef) the writes have left, so that their reads no longer go
-// through the base and no write copies a chunk of them again. A task calls
+// it made; 0 means there is nothing to do now (later writes may leave
+// partial pages for it again). The expected pages are those written in the
+// interval the newest snapshot froze and still shared with it; it also
+// completes the partial pages (see pageRef) the writes have left, so that
+// their reads no longer go through the base and their next writes copy
+// nothing. A task calls
 // it when it has no records waiting: copied then, a page does not delay
 // the record whose write would otherwise have copied it, nor the records
 // behind that one.
