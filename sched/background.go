@@ -97,6 +97,7 @@ type background struct {
 		closed bool // the worker has exited; Background refuses work
 	}
 	pending atomic.Int32 // queued or running jobs
+	exited  atomic.Bool  // mu.closed, readable without the lock
 	// Worker 0 only: forwarded counts the jobs passed to a resting worker,
 	// fwdTo, and not yet finished there; until they are, later jobs go
 	// the same way, so that they still run in the order queued.
@@ -139,26 +140,33 @@ const afterIdle = -1
 // has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
-	b.mu.Lock()
-	if b.mu.closed {
-		b.mu.Unlock()
-		return false
-	}
-	if to := w.forwardTo(); to != nil {
+	// NB: a loop, not a recursion: a worker the job is passed to may have
+	// exited (its tasks ended) while still marked resting or lent; it is
+	// then never chosen again, so the loop ends within len(workers) turns.
+	for {
+		b.mu.Lock()
+		if b.mu.closed {
+			b.mu.Unlock()
+			return false
+		}
+		to := w.forwardTo()
+		if to == nil {
+			break // b.mu still held
+		}
 		b.forwarded.Add(1)
 		b.mu.Unlock()
-		ok := to.Background(func(s *Slice) {
+		if to.Background(func(s *Slice) {
 			defer b.forwarded.Add(-1)
 			job(s)
-		})
-		if !ok {
-			b.forwarded.Add(-1)
-			b.mu.Lock()
-			b.fwdTo = nil // it has exited; the job runs here
-			b.mu.Unlock()
-			return w.Background(job)
+		}) {
+			return true
 		}
-		return true
+		b.forwarded.Add(-1)
+		b.mu.Lock()
+		if b.fwdTo == to {
+			b.fwdTo = nil
+		}
+		b.mu.Unlock()
 	}
 	b.mu.queue = append(b.mu.queue, job)
 	// NB: stored before pending rises, so the worker never sees the new
@@ -180,11 +188,12 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 }
 
 // forwardTo returns the worker that should run a job queued on w, if not
-// w itself: for worker 0, a resting or lent worker (or the one it passed
-// its earlier jobs to, while they are not finished). Called under w.bg.mu.
+// w itself: for worker 0, a resting or lent worker that has not exited (or
+// the one it passed its earlier jobs to, while they are not finished).
+// Called under w.bg.mu.
 func (w *Worker) forwardTo() *Worker {
 	b := &w.bg
-	if b.forwarded.Load() > 0 && b.fwdTo != nil {
+	if b.forwarded.Load() > 0 && b.fwdTo != nil && !b.fwdTo.bg.exited.Load() {
 		return b.fwdTo
 	}
 	b.fwdTo = nil
@@ -192,7 +201,7 @@ func (w *Worker) forwardTo() *Worker {
 		return nil
 	}
 	for _, g := range w.pool.workers[1:] {
-		if g.guest() || g.lent.Load() {
+		if (g.guest() || g.lent.Load()) && !g.bg.exited.Load() {
 			b.fwdTo = g
 			return g
 		}
@@ -318,6 +327,7 @@ func (w *Worker) closeBackground() {
 	b := &w.bg
 	b.mu.Lock()
 	b.mu.closed = true
+	b.exited.Store(true)
 	b.mu.Unlock()
 	if b.next != nil {
 		b.cur.stopped = true

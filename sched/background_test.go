@@ -490,3 +490,40 @@ func TestBusySliceAfterIdleSliceOwesNothing(t *testing.T) {
 		t.Errorf("the busy slice after an idle one and 4ms off the core was %v, want %v", got, bgSlice)
 	}
 }
+
+// TestBackgroundSkipsExitedWorker: worker 0 passes its background work to
+// a lent or resting worker; one whose thread has exited (its tasks ended)
+// while still marked so is never chosen, and the job is queued on worker 0
+// itself. (Passing it on regardless recursed until the stack overflowed.)
+func TestBackgroundSkipsExitedWorker(t *testing.T) {
+	for _, mark := range []string{"lent", "resting"} {
+		t.Run(mark, func(t *testing.T) {
+			p := newPool(t, 3)
+			w0, w1, w2 := p.Workers()[0], p.Workers()[1], p.Workers()[2]
+			for _, g := range []*Worker{w1, w2} {
+				if mark == "lent" {
+					g.lent.Store(true)
+				} else {
+					g.resting.Store(true)
+				}
+			}
+			w1.closeBackground() // exited, still marked
+			if !w0.Background(func(*Slice) {}) {
+				t.Fatal("Background refused a job on a worker that has not exited")
+			}
+			if n := w1.BackgroundPending(); n != 0 {
+				t.Errorf("the exited worker has %d jobs pending", n)
+			}
+			if n := w2.BackgroundPending(); n != 1 {
+				t.Errorf("the live %s worker has %d jobs pending, want 1", mark, n)
+			}
+			w2.closeBackground()
+			if !w0.Background(func(*Slice) {}) {
+				t.Fatal("Background refused a job with every peer exited")
+			}
+			if n := w0.BackgroundPending(); n != 1 {
+				t.Errorf("worker 0 has %d jobs pending, want 1 (its own)", n)
+			}
+		})
+	}
+}
