@@ -84,6 +84,9 @@ type coordinator struct {
 	// at runs fn on a worker's thread at t (sched.Pool.At): the periodic
 	// triggers go through it.
 	at func(t time.Time, fn func(now time.Time) bool)
+	// saturated reports whether the workers have less idle time than
+	// background work is guaranteed (sched.Pool.Saturated); nil: never.
+	saturated func() bool
 
 	mu struct {
 		sync.Mutex
@@ -342,10 +345,14 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 
 // writerNice is the scheduling niceness of the writer goroutine's thread,
 // which commits checkpoints (and writes the parts of tasks that have no
-// worker): processing never waits for it, so on a machine
-// whose cores the workers keep busy, the writer yields to them. Niceness
-// sets only the writer's share of a core; how long it keeps the core once
-// it runs is bounded by cpuYielder.
+// worker), while the workers have idle time: processing never waits for
+// it, so the writer yields to them. When they have none (the pool is
+// saturated) it runs at the process's normal niceness, so that the
+// kernel gives it a fair share of the cores and a checkpoint's commit
+// takes about as long as its own work, not ten times that (the share of a
+// niceness-10 thread beside one at 0). Niceness sets only the writer's
+// share of a core; how long it keeps the core once it runs is bounded by
+// cpuYielder.
 const writerNice = 10
 
 func (c *coordinator) writeLoop() {
@@ -353,7 +360,7 @@ func (c *coordinator) writeLoop() {
 	// NB: the goroutine keeps its thread locked to the end, so the thread
 	// exits with it and its niceness never spreads to other goroutines.
 	runtime.LockOSThread()
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), writerNice)
+	nice := -1
 	for {
 		select {
 		case <-c.done:
@@ -361,6 +368,14 @@ func (c *coordinator) writeLoop() {
 		case <-c.work:
 		}
 		for {
+			want := writerNice
+			if c.saturated != nil && c.saturated() {
+				want = 0
+			}
+			if want != nice {
+				unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), want)
+				nice = want
+			}
 			c.mu.Lock()
 			if c.mu.stopped {
 				c.mu.Unlock()
@@ -553,7 +568,10 @@ func (c *coordinator) meta(f *inflight) snapshot.Meta {
 }
 
 func (c *coordinator) commit(f *inflight) {
-	if err := f.pending.Commit(c.meta(f)); err != nil {
+	// NB: the checkpoint is complete once durable; deleting what it made
+	// unreferenced (another ingestion) comes after it is reported.
+	defer c.store.Tidy()
+	if err := f.pending.CommitDurable(c.meta(f)); err != nil {
 		c.failed(f.id, fmt.Errorf("commit: %w", err))
 		return
 	}

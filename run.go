@@ -105,7 +105,7 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 	}
 	if store != nil {
 		coord := newCoordinator(j, store, p.tasks, p.workerOf, p.pool.Fail)
-		coord.wake, coord.at = p.pool.WakeFor, p.pool.At
+		coord.wake, coord.at, coord.saturated = p.pool.WakeFor, p.pool.At, p.pool.Saturated
 		for _, t := range p.tasks {
 			t.Checkpoints.Coord = coord
 		}

@@ -11,32 +11,6 @@ import (
 	"github.com/ringflow/ringflow/internal/affinity"
 )
 
-// bgSlice is how long a piece of background work runs, at most (give or
-// take the interval between its Pause calls), before its worker steps the
-// tasks again: the longest a record that arrives meanwhile waits for it.
-const bgSlice = 20 * time.Microsecond
-
-// bgBusyPeriod is how long a worker whose tasks always have work steps them
-// before it runs a slice of pending background work anyway, so that the
-// work finishes under full load too. A slice then lasts 1/bgBusyShare of
-// the time the tasks had since the last one (at least bgSlice, at most
-// bgMaxSlice): background work gets ~1/(bgBusyShare+1) of a busy worker
-// (~20%) however long its tasks' steps take, and all of its idle time.
-//
-// NB: "the time the tasks had" is the wall time since the last slice, or
-// the thread's CPU time if that is less: time the thread spent off its
-// core is time nobody worked. Back from such a gap the tasks have a
-// backlog, and a slice of a quarter of the gap made it wait longer still:
-// at 1M records/s with checkpoints, slices of 0.2–1.7 ms came after gaps
-// of milliseconds (another process on the core). Capping every slice at
-// 100µs instead starved the write-out where the steps are long (a slow
-// sink's batches take milliseconds): no checkpoint completed.
-const (
-	bgBusyPeriod = 4 * bgSlice
-	bgBusyShare  = 4
-	bgMaxSlice   = 2 * time.Millisecond
-)
-
 // DefaultBackgroundPatience is how long background work waits for the
 // tasks' idle time before it claims a share of a busy worker, unless
 // Options.BackgroundPatience says otherwise: from when a job is queued on a
@@ -62,7 +36,8 @@ type Slice struct {
 	yield   func(struct{}) bool // nil when the work runs outside a coroutine
 	stopped bool
 	w       *Worker
-	idle    bool // the slice runs in the tasks' idle time: a ready task ends it
+	pool    *Pool // set for work on the pool's own thread
+	idle    bool  // the slice runs in the tasks' idle time: a ready task ends it
 }
 
 // Pause returns the thread to the worker's tasks if the current slice is
@@ -71,13 +46,17 @@ type Slice struct {
 // abandoned, and Pause returns false at once from then on. Call it often
 // (every few microseconds of work): a slice lasts until the first Pause after
 // its time is up, or, when it runs in the tasks' idle time, after one of them
-// becomes ready (see Readier).
+// becomes ready (see Readier). Work on the pool's own thread has no slices:
+// there Pause only says whether to go on.
 func (s *Slice) Pause() bool {
 	if s.stopped {
 		return false
 	}
 	if s.yield == nil {
-		return true
+		if s.pool != nil && s.pool.stopped.Load() {
+			s.stopped = true
+		}
+		return !s.stopped
 	}
 	if now := time.Now(); now.Before(s.end) && !(s.idle && s.w.ready(now)) {
 		return true
@@ -107,18 +86,20 @@ type background struct {
 	// sinceEpoch).
 	queued atomic.Int64
 
-	// Worker-only.
-	next func() (struct{}, bool) // resumes the running job; nil if none
-	stop func()
-	cur  *Slice
-	last time.Time // when the worker last ran a slice; zero after the last job
-	// lastCPU is the thread's CPU clock when the last busy slice started;
-	// afterIdle if an idle or resting slice came since.
-	lastCPU time.Duration
-}
+	// offloaded counts the jobs handed to the pool's thread and not yet
+	// finished there; until they are, later jobs go the same way, so that
+	// they still run in the order queued.
+	offloaded atomic.Int32
+	// saturated is policy.saturated(), published for Background and
+	// Pool.Saturated.
+	saturated atomic.Bool
 
-// afterIdle is background.lastCPU after an idle or resting slice.
-const afterIdle = -1
+	// Worker-only.
+	policy bgPolicy
+	next   func() (struct{}, bool) // resumes the running job; nil if none
+	stop   func()
+	cur    *Slice
+}
 
 // Background queues job to run on the worker's own thread, in slices of
 // about 20µs between the steps of its tasks: whenever the tasks are idle,
@@ -150,6 +131,11 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 			return false
 		}
 		to := w.forwardTo()
+		if to == nil && (b.offloaded.Load() > 0 || b.saturated.Load() && !w.resting.Load()) {
+			w.offloadLocked(job)
+			b.mu.Unlock()
+			return true
+		}
 		if to == nil {
 			break // b.mu still held
 		}
@@ -212,38 +198,37 @@ func (w *Worker) forwardTo() *Worker {
 // BackgroundPending returns how many background jobs are queued or running.
 func (w *Worker) BackgroundPending() int { return int(w.bg.pending.Load()) }
 
-// runBackground runs one slice of background work, starting the next
-// queued job if none is running. busy says the worker's tasks have work:
-// the slice is then as long as their share demands. A resting worker
-// (rest) has no tasks to return to: its slices are restSlice long.
-func (w *Worker) runBackground(now time.Time, busy, rest bool) {
+// backgroundSlice asks the background policy what the worker does with
+// its pending work in this round (see bgPolicy.next): progress says a
+// task made progress this round, rest that the worker rests. It hands
+// the queued jobs to the pool's thread itself if the policy says so; it
+// returns the length of the slice to run, or ok false for none. The
+// caller lets go of the tasks' lock before it runs the slice (the work
+// does not touch what the tasks own, so a peer may step them meanwhile).
+func (w *Worker) backgroundSlice(now time.Time, progress, rest bool) (d time.Duration, idle, ok bool) {
 	b := &w.bg
-	slice := bgSlice
-	if rest {
-		slice = restSlice
+	r := bgRound{now: time.Duration(sinceEpoch(now)), progress: progress, resting: rest,
+		running: b.next != nil, patientFrom: time.Duration(sinceEpoch(w.patientFrom()))}
+	a := b.policy.next(r)
+	switch a {
+	case bgNone:
+		return 0, false, false
+	case bgOffload:
+		w.offloadQueue()
+		return 0, false, false
 	}
-	if rest || !busy {
-		// NB: the CPU clock is read for busy slices only (a system call).
-		// After an idle or resting slice, the work has had its turn: the
-		// next busy slice owes it nothing, and the wall time since this
-		// one may include time the thread spent off its core.
-		b.lastCPU = afterIdle
-	} else {
-		cpu := affinity.ThreadCPU()
-		// NB: the first busy slice after the work's patience ran out is an
-		// ordinary one: the time it waited is not owed to it (a quarter of
-		// it, 2 ms, stalled the records right after a barrier's
-		// copy-on-write burst).
-		if b.lastCPU != afterIdle && !b.last.IsZero() && !b.last.Before(w.patientFrom()) {
-			had := now.Sub(b.last)
-			if cpu > 0 && b.lastCPU > 0 {
-				had = min(had, cpu-b.lastCPU)
-			}
-			slice = min(max(slice, had/bgBusyShare), bgMaxSlice)
-		}
-		b.lastCPU = cpu
+	var cpu time.Duration
+	if a == bgBusy {
+		cpu = affinity.ThreadCPU()
 	}
-	b.last = now
+	return b.policy.slice(r, a, cpu), a == bgIdle, true
+}
+
+// runSlice runs one slice of background work of length d, starting the
+// next queued job if none is running; idle says it runs in the tasks'
+// idle time (a ready task ends it).
+func (w *Worker) runSlice(now time.Time, d time.Duration, idle bool) {
+	b := &w.bg
 	if b.next == nil {
 		job := b.pop()
 		if job == nil {
@@ -260,11 +245,47 @@ func (w *Worker) runBackground(now time.Time, busy, rest bool) {
 			w.runJob(job, s)
 		})
 	}
-	b.cur.end = now.Add(slice)
-	b.cur.idle = !busy && !rest
+	b.cur.end = now.Add(d)
+	b.cur.idle = idle
 	if _, more := b.next(); !more {
 		b.finishJob()
 	}
+}
+
+// observeLoad feeds the worker's busy time to its background policy and
+// publishes whether it is saturated (worker's thread only).
+func (w *Worker) observeLoad(now time.Time) {
+	b := &w.bg
+	if b.policy.observe(time.Duration(sinceEpoch(now)), time.Duration(w.busyNs.Load())) {
+		b.saturated.Store(b.policy.saturated())
+	}
+}
+
+// offloadQueue hands the worker's queued jobs, none of them started, to
+// the pool's thread (the worker is saturated: see bgPolicy).
+func (w *Worker) offloadQueue() {
+	b := &w.bg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	queue := b.mu.queue
+	b.mu.queue = nil
+	for _, job := range queue {
+		w.offloadLocked(job)
+		if b.pending.Add(-1) == 0 {
+			b.policy.drained()
+		}
+	}
+}
+
+// offloadLocked passes job to the pool's thread, counting it in
+// w.bg.offloaded until it ends. Called under w.bg.mu.
+func (w *Worker) offloadLocked(job func(*Slice)) {
+	b := &w.bg
+	b.offloaded.Add(1)
+	w.pool.off.add(func(s *Slice) {
+		defer b.offloaded.Add(-1)
+		job(s)
+	})
 }
 
 // patient reports whether the pending work has waited the pool's
@@ -301,10 +322,8 @@ func (b *background) finishJob() {
 	b.next, b.stop, b.cur = nil, nil, nil
 	if b.pending.Add(-1) == 0 {
 		// The time until the next job is queued is not time the work
-		// waited: its first busy slice must not be a share of it (a
-		// checkpoint's write-out began with a 2ms slice, a second after
-		// the last one's).
-		b.last = time.Time{}
+		// waited: its first busy slice must not be a share of it.
+		b.policy.drained()
 	}
 }
 

@@ -52,9 +52,6 @@ const (
 	// restBurstCalm: after Pool.WakeFor, the woken workers rest again once
 	// every working worker has been calm this long past its deadline.
 	restBurstCalm = 20 * time.Millisecond
-	// restSlice is how long a resting worker's background work runs
-	// before the worker looks at whether it should still rest.
-	restSlice = 200 * time.Microsecond
 )
 
 // restControl is worker 0's state for the load review; only its thread
@@ -314,6 +311,10 @@ func (w *Worker) lockGuests(buf []*Worker) []*Worker {
 // The caller does not hold the tasks' lock.
 func (w *Worker) rest() {
 	w.resting.Store(true)
+	// NB: a resting worker's core is free: its background work runs here,
+	// and its load is measured anew when it is back.
+	w.bg.saturated.Store(false)
+	w.bg.policy.started = false
 	w.rests.Add(1)
 	start := time.Now()
 	for {
@@ -322,7 +323,9 @@ func (w *Worker) rest() {
 			break
 		}
 		if w.bg.pending.Load() > 0 {
-			w.runBackground(time.Now(), false, true)
+			if d, idle, ok := w.backgroundSlice(time.Now(), false, true); ok {
+				w.runSlice(time.Now(), d, idle)
+			}
 			continue
 		}
 		// NB: the bound is a safety net, as for a park.

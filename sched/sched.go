@@ -85,6 +85,7 @@ type Pool struct {
 	noSteal bool
 	stopped atomic.Bool
 	rest    restControl // worker 0's
+	off     offloader   // the pool's own thread for background work
 	alarm   atomic.Pointer[alarm]
 	// patience is Options.BackgroundPatience, defaulted.
 	patience time.Duration
@@ -109,6 +110,7 @@ func New(opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("sched: %d workers: need at least 1", n)
 	}
 	p := &Pool{spin: n <= len(cpus), noSteal: opts.NoSteal, patience: max(opts.BackgroundPatience, 0)}
+	p.off.pool, p.off.bell = p, make(chan struct{}, 1)
 	p.rest.off = opts.NoRest || n == 1
 	p.rest.active = n
 	if opts.BackgroundPatience == 0 {
@@ -148,6 +150,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	stopWatch := context.AfterFunc(ctx, func() { p.fail(ctx.Err()) })
 	wg.Wait()
+	// Work the workers handed to the pool's thread ends before Run does.
+	p.off.finish()
 	stopWatch()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -169,6 +173,22 @@ func (p *Pool) fail(err error) {
 		w.Wake()
 		w.endRest()
 	}
+	p.off.poke()
+}
+
+// Saturated reports whether a working worker's tasks left it, in its last
+// measurement, less idle time than background work is guaranteed (see the
+// package doc, "Background work"): background work then runs on the
+// pool's own thread at the process's normal priority. Work outside the
+// pool that must progress under load, such as a checkpoint's commit, can
+// ask it to decide its own priority.
+func (p *Pool) Saturated() bool {
+	for _, w := range p.workers {
+		if w.bg.saturated.Load() && !w.resting.Load() && !w.done.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop stops the pool without an error; Run returns nil.
@@ -178,6 +198,7 @@ func (p *Pool) Stop() {
 		w.Wake()
 		w.endRest()
 	}
+	p.off.poke()
 }
 
 // ErrPanic is wrapped by the error Run returns when a task panicked.

@@ -197,10 +197,12 @@ func (w *Worker) run() {
 			if held = w.held.CompareAndSwap(false, true); !held {
 				// A peer is running the tasks; it lets go after one poll.
 				if w.bg.pending.Load() > 0 {
-					w.runBackground(time.Now(), false, false)
-				} else {
-					w.idleRung(idle)
+					if d, idle, ok := w.backgroundSlice(time.Now(), false, false); ok {
+						w.runSlice(time.Now(), d, idle)
+						continue
+					}
 				}
+				w.idleRung(idle)
 				continue
 			}
 		}
@@ -225,18 +227,16 @@ func (w *Worker) run() {
 				progress = true
 			}
 		}
+		w.observeLoad(now)
 		if w.bg.pending.Load() > 0 {
-			// Background work runs when the tasks are idle, and, once it
-			// has waited the pool's patience, every bgBusyPeriod when they
-			// are not.
-			if now := time.Now(); !progress || now.Sub(w.bg.last) >= bgBusyPeriod && w.patient(now) {
+			if d, idleSlice, ok := w.backgroundSlice(time.Now(), progress, false); ok {
 				// NB: background work does not touch the tasks' state (a
 				// checkpoint's write-out reads frozen snapshots, which any
 				// thread may read while the tasks write), so the lock is
 				// free for a peer meanwhile.
 				w.held.Store(false)
 				held = false
-				w.runBackground(now, progress, false)
+				w.runSlice(time.Now(), d, idleSlice)
 				idle = 0
 				continue
 			}

@@ -401,9 +401,21 @@ func (p *Pending) stage(meta Meta, pause func() error) (*staged, error) {
 // writes the new blobs and the manifest into two sstables (unless Prepare
 // did the first part), syncs them and ingests both into Pebble in one
 // atomic step. The checkpoint exists once Commit returns nil, and not
-// before. Then retention runs and unreferenced blobs are deleted. On error
-// nothing of the checkpoint remains and the store stays usable.
+// before. Then retention runs and unreferenced blobs are deleted (see
+// Store.Tidy). On error nothing of the checkpoint remains and the store
+// stays usable.
 func (p *Pending) Commit(meta Meta) error {
+	err := p.CommitDurable(meta)
+	p.s.Tidy()
+	return err
+}
+
+// CommitDurable is Commit without the deletion of what the new checkpoint
+// made unreferenced: it returns as soon as the checkpoint is durable, and
+// the caller calls Store.Tidy when it likes (a job reports the checkpoint
+// complete first: deleting garbage is another ingestion, and the
+// checkpoint does not wait for it).
+func (p *Pending) CommitDurable(meta Meta) error {
 	p.mu.Lock()
 	sealed, st := p.mu.sealed, p.mu.staged
 	p.mu.Unlock()
@@ -463,9 +475,16 @@ func (p *Pending) Commit(meta Meta) error {
 		return err
 	}
 	s.finishCommitted(p, st.m, size)
+	return nil
+}
+
+// Tidy deletes the blobs and manifests that the checkpoints committed so
+// far made unreferenced (retention), and prepares the staging file of the
+// next checkpoint's blob table. Commit calls it; after CommitDurable the
+// caller does. It waits on the disk, like Commit.
+func (s *Store) Tidy() {
 	s.collectGarbage()
 	s.makeBlobFile()
-	return nil
 }
 
 // checkNewest rejects committing id when a newer checkpoint completed.

@@ -1,0 +1,179 @@
+package sched
+
+import "time"
+
+// The background policy's parameters (see the package doc, "Background
+// work"). Each is a share or a multiple of something the policy measures,
+// except the slice lengths, which bound how long a record waits behind a
+// slice.
+const (
+	// bgMinShare is the share of one core a worker's pending background
+	// work is guaranteed. A worker whose tasks left it at least this much
+	// idle time in the last bgWindow runs the work in that idle time;
+	// one whose tasks left less (it is saturated) hands its work to the
+	// pool's own thread, which the kernel's fair scheduler gives a share
+	// of the cores like any worker's. At 1/5 the asynchronous part of a
+	// checkpoint takes at most about five times its own CPU time; a
+	// lower share would let a write-out of ~1MB of in-flight data (~2ms
+	// of encoding) wait tens of milliseconds in slivers of idle time.
+	bgMinShare = 0.2
+	// bgWindow is the span over which a worker measures the share of its
+	// time its tasks left idle: long enough to hold many rounds (~1µs
+	// each at light load), short enough that a checkpoint's work sees a
+	// change of load within a few windows.
+	bgWindow = 10 * time.Millisecond
+	// bgSlice is how long a slice of background work runs, at most (give
+	// or take the interval between its Pause calls), before its worker
+	// steps the tasks again: the longest a record that arrives meanwhile
+	// waits for it.
+	bgSlice = 20 * time.Microsecond
+	// bgBusyPeriod is how long a worker whose tasks always have work steps
+	// them before it gives a job that has already started another slice;
+	// the slice then lasts 1/bgBusyShare of the time the tasks had since
+	// the last one (at least bgSlice, at most bgMaxSlice), so that such a
+	// job gets about 1/(bgBusyShare+1) of the worker however long the
+	// tasks' steps take.
+	bgBusyPeriod = 4 * bgSlice
+	bgBusyShare  = 4
+	bgMaxSlice   = 2 * time.Millisecond
+	// restSlice is how long a resting worker's background work runs
+	// before the worker looks at whether it should still rest.
+	restSlice = 200 * time.Microsecond
+)
+
+// bgPolicy is the deterministic core of one worker's background work: it
+// measures the share of the worker's time its tasks leave idle, and
+// decides, from that and from the state of the work, where a job runs
+// and when the worker gives it a slice, and how long. It reads no clock:
+// every method takes the time (since any fixed origin) and what the
+// worker observed.
+type bgPolicy struct {
+	// The current window of the idle-share measurement: when it began and
+	// the worker's cumulative busy time then.
+	winStart, winBusy time.Duration
+	started           bool
+	idle              float64 // share of the last window the tasks left idle
+
+	// last is when the worker last gave the work a slice; zero (never)
+	// after the last job ends. lastCPU is the thread's CPU clock at the
+	// last busy slice, or afterIdle after an idle or resting one.
+	last    time.Duration
+	lastSet bool
+	lastCPU time.Duration
+}
+
+// afterIdle is bgPolicy.lastCPU after an idle or resting slice: the work
+// has had its turn, so the next busy slice owes it nothing.
+const afterIdle = -1
+
+// observe feeds the worker's cumulative time in rounds where a task made
+// progress (busy), at now. At the end of each window it updates the idle
+// share and reports true.
+func (p *bgPolicy) observe(now, busy time.Duration) bool {
+	if !p.started {
+		p.winStart, p.winBusy, p.started, p.idle = now, busy, true, 1
+		return false
+	}
+	span := now - p.winStart
+	if span < bgWindow {
+		return false
+	}
+	p.idle = min(max(1-float64(busy-p.winBusy)/float64(span), 0), 1)
+	p.winStart, p.winBusy = now, busy
+	return true
+}
+
+// saturated reports whether the worker's tasks left it less idle time in
+// the last window than background work is guaranteed.
+func (p *bgPolicy) saturated() bool { return p.idle < bgMinShare }
+
+// bgRound is what a worker with pending background work observed in one
+// round of its loop.
+type bgRound struct {
+	now      time.Duration
+	progress bool // a task made progress this round
+	resting  bool // the worker rests: it has no tasks to step
+	running  bool // a job has started on this thread and not finished
+	// patientFrom is when the pending work will have waited the pool's
+	// patience (see Options.BackgroundPatience).
+	patientFrom time.Duration
+}
+
+// bgAction is what the worker does with its background work this round.
+type bgAction int
+
+const (
+	bgNone    bgAction = iota // step the tasks; no slice now
+	bgIdle                    // a slice in the tasks' idle time (bgSlice; a ready task ends it)
+	bgRest                    // a resting worker's slice (restSlice)
+	bgBusy                    // a slice taken from busy tasks (length from busySlice)
+	bgOffload                 // hand the queued jobs to the pool's thread
+)
+
+func (a bgAction) String() string {
+	return [...]string{"none", "idle-slice", "rest-slice", "busy-slice", "offload"}[a]
+}
+
+// next decides what the worker does with its pending background work in
+// round r.
+//
+// The rules, in order:
+//   - a resting worker runs it in slices of restSlice;
+//   - a saturated worker hands jobs that have not started to the pool's
+//     thread (a job already running stays: it runs as a coroutine of
+//     this thread);
+//   - tasks that made no progress leave the round to the work (an idle
+//     slice);
+//   - work behind busy tasks gets a slice every bgBusyPeriod once it has
+//     waited the pool's patience (a burst of work for the tasks, such as
+//     the copy-on-write after a barrier, runs without slices taken out of
+//     it).
+func (p *bgPolicy) next(r bgRound) bgAction {
+	switch {
+	case r.resting:
+		return bgRest
+	case !r.running && p.saturated():
+		return bgOffload
+	case !r.progress:
+		return bgIdle
+	case (!p.lastSet || r.now-p.last >= bgBusyPeriod) && r.now >= r.patientFrom:
+		return bgBusy
+	}
+	return bgNone
+}
+
+// slice returns how long the slice the worker gives the work in round r
+// for action a lasts, and records it. cpu is the thread's CPU clock, read
+// by the caller for busy slices only (it is a system call); 0 if unknown.
+//
+// A busy slice lasts 1/bgBusyShare of the time the tasks had since the
+// last slice: the wall time, or the thread's CPU time if that is less
+// (time the thread spent off its core is time nobody worked, and back
+// from such a gap the tasks have a backlog). The first busy slice after an
+// idle one, or after the work waited out its patience, is an ordinary
+// one: the time it waited is not owed to it.
+func (p *bgPolicy) slice(r bgRound, a bgAction, cpu time.Duration) time.Duration {
+	d := bgSlice
+	switch a {
+	case bgRest:
+		d = restSlice
+		p.lastCPU = afterIdle
+	case bgIdle:
+		p.lastCPU = afterIdle
+	case bgBusy:
+		if p.lastCPU != afterIdle && p.lastSet && p.last >= r.patientFrom {
+			had := r.now - p.last
+			if cpu > 0 && p.lastCPU > 0 {
+				had = min(had, cpu-p.lastCPU)
+			}
+			d = min(max(d, had/bgBusyShare), bgMaxSlice)
+		}
+		p.lastCPU = cpu
+	}
+	p.last, p.lastSet = r.now, true
+	return d
+}
+
+// drained tells the policy the worker's last pending job has ended: the
+// time until the next one is queued is not time the work waited.
+func (p *bgPolicy) drained() { p.lastSet = false }

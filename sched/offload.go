@@ -1,0 +1,114 @@
+package sched
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// offloader is the pool's own thread for background work that a saturated
+// worker cannot give its guaranteed share (see bgPolicy): an OS thread of
+// its own, unpinned and at the process's normal priority, so that the
+// kernel's fair scheduler gives it a share of the cores as it does each
+// worker, and the work's duration is set by its own size rather than by
+// how busy the tasks are. It runs jobs one at a time, in the order handed
+// over, to the end: its Slice never pauses, and reports false only once
+// the pool stops.
+type offloader struct {
+	pool *Pool
+	mu   struct {
+		sync.Mutex
+		queue   []func(*Slice)
+		running bool // the thread has started and not exited
+		last    bool // no worker runs any more: exit once the queue is empty
+	}
+	bell chan struct{}
+	wg   sync.WaitGroup
+}
+
+// add queues job and starts the thread if it is not running. Callers hold
+// the handing worker's background lock, so a worker's jobs arrive in order.
+func (o *offloader) add(job func(*Slice)) {
+	o.mu.Lock()
+	o.mu.queue = append(o.mu.queue, job)
+	start := !o.mu.running
+	o.mu.running = true
+	o.mu.Unlock()
+	if start {
+		o.wg.Add(1)
+		go o.run()
+	}
+	select {
+	case o.bell <- struct{}{}:
+	default:
+	}
+}
+
+// finish tells the thread that no worker runs any more; it exits once it
+// has run what it has. Pool.Run then waits for it.
+func (o *offloader) finish() {
+	o.mu.Lock()
+	o.mu.last = true
+	o.mu.Unlock()
+	o.poke()
+	o.wg.Wait()
+}
+
+func (o *offloader) poke() {
+	select {
+	case o.bell <- struct{}{}:
+	default:
+	}
+}
+
+func (o *offloader) run() {
+	defer o.wg.Done()
+	// NB: locked for good, so that the thread exits with the goroutine and
+	// its mask and niceness never pass to another goroutine; both are set
+	// explicitly, as a new thread inherits them from whichever thread the
+	// runtime cloned it from.
+	runtime.LockOSThread()
+	if cpus := o.pool.cpus; cpus != nil {
+		var set unix.CPUSet
+		for _, c := range cpus {
+			set.Set(c)
+		}
+		unix.SchedSetaffinity(0, &set)
+	}
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 0)
+	for {
+		o.mu.Lock()
+		if len(o.mu.queue) == 0 {
+			if o.mu.last {
+				o.mu.running = false
+				o.mu.Unlock()
+				return
+			}
+			o.mu.Unlock()
+			<-o.bell
+			continue
+		}
+		job := o.mu.queue[0]
+		o.mu.queue[0] = nil
+		o.mu.queue = o.mu.queue[1:]
+		o.mu.Unlock()
+		o.runJob(job)
+	}
+}
+
+// runJob runs job to its end; a panic in it stops the pool. Once the pool
+// is stopping the job sees Pause report false, at its first call if it
+// had not started.
+func (o *offloader) runJob(job func(*Slice)) {
+	s := &Slice{pool: o.pool, stopped: o.pool.stopped.Load()}
+	defer func() {
+		if r := recover(); r != nil {
+			o.pool.fail(fmt.Errorf("sched: background work on the pool's thread: %w",
+				&PanicError{Value: r, Stack: debug.Stack()}))
+		}
+	}()
+	job(s)
+}
