@@ -360,6 +360,9 @@ func (c *coordinator) writeLoop() {
 	// NB: the goroutine keeps its thread locked to the end, so the thread
 	// exits with it and its niceness never spreads to other goroutines.
 	runtime.LockOSThread()
+	if testOnWriterThread != nil {
+		testOnWriterThread()
+	}
 	nice := -1
 	for {
 		select {
@@ -663,6 +666,10 @@ func (w *stateWriter) note(id string) {
 
 // Pause implements operator.StateWriter.
 func (w *stateWriter) Pause() error { return w.pauser.pause() }
+
+// testOnWriterThread, if set (by tests), is called on the writer
+// goroutine's thread when it starts.
+var testOnWriterThread func()
 
 // testOnPutKeyGroup, if set (by tests), is called by every PutKeyGroup.
 var testOnPutKeyGroup func()

@@ -3,12 +3,12 @@ package align
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	golden "github.com/ringflow/ringflow/internal/scenario"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt")
@@ -32,72 +32,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 // and it stays there for later commands. With -rewrite the expected output
 // is regenerated; the comments and commands are kept.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios in testdata: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScenarioFile(t, f) })
-	}
-}
-
-type scenarioBlock struct {
-	preamble []string // comments and blank lines before the command
-	line     int      // of the command
-	command  string
-	expected []string
-}
-
-func parseScenario(t *testing.T, path string) (blocks []scenarioBlock, trailer []string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var pre []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre = append(pre, l)
-			continue
-		}
-		b := scenarioBlock{preamble: pre, line: i + 1, command: l}
-		pre = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command %q not followed by ----", path, i+1, l)
-		}
-		for i += 2; i < len(lines) && lines[i] != ""; i++ {
-			b.expected = append(b.expected, lines[i])
-		}
-		blocks = append(blocks, b)
-	}
-	return blocks, pre
-}
-
-func runScenarioFile(t *testing.T, path string) {
-	blocks, trailer := parseScenario(t, path)
-	var h scenario
-	var out strings.Builder
-	for _, b := range blocks {
-		got := h.run(t, fmt.Sprintf("%s:%d", path, b.line), b.command)
-		for _, l := range b.preamble {
-			out.WriteString(l + "\n")
-		}
-		fmt.Fprintf(&out, "%s\n----\n%s\n\n", b.command, strings.Join(got, "\n"))
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(b.expected, "\n") {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, b.line, b.command,
-				strings.Join(got, "\n"), strings.Join(b.expected, "\n"))
-		}
-	}
-	if *rewrite {
-		for _, l := range trailer {
-			out.WriteString(l + "\n")
-		}
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	golden.RunGlob(t, "testdata/*.txt", *rewrite, func() golden.Interpreter {
+		var h scenario
+		return func(t *testing.T, c golden.Command) []string { return h.run(t, c.Where, c.Line) }
+	})
 }
 
 var allowedArgs = map[string]string{

@@ -101,24 +101,24 @@ type background struct {
 	cur    *Slice
 }
 
-// Background queues job to run on the worker's own thread, in slices of
-// about 20µs between the steps of its tasks: whenever the tasks are idle,
-// and, once the work has waited the pool's patience (60ms by default), for
-// one slice every ~80µs when they never are. job calls s.Pause between
-// small pieces of its work; when Pause reports false the pool is stopping
-// and job should return. Jobs run one at a time, in the order queued.
+// Background queues job to run for the worker: in slices of about 20µs
+// on its own thread between the steps of its tasks, whenever they are
+// idle (and, once the work has waited the pool's patience, every ~80µs
+// when they are not), or, when the tasks leave the worker too little idle
+// time, on the pool's own thread (see the package doc, "Background
+// work"). job calls s.Pause between small pieces of its work; when Pause
+// reports false the pool is stopping and job should return. Jobs run one
+// at a time, in the order queued.
 //
 // This is where a task's work that must not delay its records goes (the
-// write-out of a checkpoint): on a machine whose cores the workers keep,
-// another thread doing it would take a worker's core for a whole kernel
-// time slice, and the records queued for that worker would wait as long.
+// write-out of a checkpoint).
 //
 // job may block only briefly (a mutex), never on I/O. It must not touch
-// what the worker's tasks own without synchronising with them: while it
-// runs, a peer worker may step those tasks (see the package doc), and
-// worker 0 passes its jobs to a resting (or lent) worker, whose core is
-// free. Background returns false, and does not run job, once the worker
-// has exited.
+// what the worker's tasks own without synchronising with them: it may run
+// on another thread while the tasks step (a resting or lent worker's, to
+// which worker 0 passes its jobs, or the pool's own), and a peer worker
+// may step the tasks during a slice. Background returns false, and does
+// not run job, once the worker has exited.
 func (w *Worker) Background(job func(s *Slice)) bool {
 	b := &w.bg
 	// NB: a loop, not a recursion: a worker the job is passed to may have

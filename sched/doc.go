@@ -104,27 +104,62 @@
 // # Background work
 //
 // Worker.Background queues work that a task hands off but that must not
-// delay its records (the write-out of a checkpoint). It runs on the worker's
-// own thread (worker 0's, while another worker rests, on the resting one's;
-// see Resting) as a coroutine (iter.Pull: switching to it and back is a direct
-// goroutine switch on the thread, no scheduler hand-off), in slices of about
-// 20µs: whenever the worker's tasks are idle, and, when they never are, for
-// 1/4 of the time they had since the last slice (~20% of the worker; time
-// its thread spent off its core does not count), once the work has waited
-// for idle time for the pool's patience (Options.BackgroundPatience, 60ms by
-// default) (a burst of work for the tasks, such as the page copies after a
-// checkpoint's barrier, runs without slices taken out of it). The work calls
-// Slice.Pause every few microseconds; the slice ends at the first Pause
-// after its time is up, or, for a slice in the tasks' idle time, at the
-// first Pause after a task that implements Readier says it has work (a frame
-// in an input ring, a deadline passed): at light load a record that arrives
-// meanwhile waits for a Pause, not for the rest of a slice. Why not a thread
-// of its own: on a machine whose cores the pinned workers keep, such a
-// thread runs in a worker's place for a kernel time slice (or until it
-// yields, which costs it its turn for a long time), and the records queued
-// for that worker wait as long. A worker with background work does not exit
-// until the work is done; when the pool stops, the work sees Pause report
-// false.
+// delay its records (the write-out of a checkpoint). Where and when it
+// runs is decided by a deterministic core, bgPolicy (bgpolicy.go, with
+// golden scenarios in testdata/background), which the worker's thread
+// feeds with what it observes and whose decisions it carries out:
+//
+//	queued job ──► worker rests or is lent? ──yes──► its own core (Resting)
+//	                 │ no
+//	                 ▼
+//	          saturated? ──yes──► the pool's thread (offload.go)
+//	   (tasks left < 1/5 of      unpinned, niceness 0, jobs in order
+//	    the last 10ms idle)
+//	                 │ no
+//	                 ▼
+//	   slices on the worker's own thread, as a coroutine:
+//	     - an idle round (no task made progress): a 20µs slice, ended at
+//	       the first Pause after a task says it is ready (Readier);
+//	     - behind busy tasks, once the work has waited the pool's patience
+//	       (Options.BackgroundPatience): a slice every 80µs of 1/4 of the
+//	       time the tasks had (the thread's CPU time, if less), so ~20% of
+//	       the worker however long its steps;
+//	     - a resting worker: 200µs slices.
+//
+// The guarantee (DESIGN.md's invariant 6): while work is pending, it runs
+// at a share of at least bgMinShare (1/5) of a core, whatever the load. A
+// worker measures, over windows of 10ms, the share of its time in rounds
+// where no task made progress. If that share is at least 1/5, the work
+// runs in that idle time, where it delays no record by more than a Pause.
+// If it is less, the worker is saturated, and jobs that have not started
+// go to the pool's own thread: an OS thread at the process's normal
+// priority, which the kernel's fair scheduler shares the cores with, as
+// it does each worker (beside W busy workers on W cores it gets about
+// W/(W+1) of a core); a job queued while the worker is saturated goes
+// there directly, and so do later ones while any is still there, so that
+// they run in the order queued. A job already running as a coroutine of
+// the worker's thread stays and takes busy slices. Pool.Saturated reports
+// the state, so that work outside the pool with the same need (a
+// checkpoint's commit) can set its own priority.
+//
+// Why not always a thread of its own: at light load such a thread takes a
+// pinned worker's core for a kernel time slice (or until it yields, which
+// costs it its turn for a long time), and the records queued for that
+// worker wait as long; idle time costs the records nothing. Why not busy
+// slices alone: a slice can start only between steps, and the work waits
+// for the patience first, so behind long steps (a slow sink's frames) or
+// at full load it took hundreds of milliseconds; the pool's thread starts
+// at once and is preempted by the kernel, not by a round. Why 1/5: below
+// it a checkpoint's write-out of ~1MB (~2ms of CPU) would spread over tens
+// of milliseconds of slivers of idle time; above it, workers with ample
+// idle time would hand work to a thread that competes with them.
+//
+// The work calls Slice.Pause every few microseconds; the slice ends at the
+// first Pause after its time is up. On the pool's thread Pause only says
+// whether to go on. A worker with background work does not exit until the
+// work on its thread is done, and Pool.Run returns only after the pool's
+// thread has finished what it was given; when the pool stops, the work
+// sees Pause report false.
 //
 // # Failures
 //
