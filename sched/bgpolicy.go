@@ -22,6 +22,14 @@ const (
 	// each at light load), short enough that a checkpoint's work sees a
 	// change of load within a few windows.
 	bgWindow = 10 * time.Millisecond
+	// bgSaturatedWindows is how many windows in a row a worker's tasks
+	// must leave it under bgMinShare idle before it counts as saturated:
+	// a burst of work for the tasks, such as the copy-on-write after a
+	// checkpoint's barrier (a few milliseconds), is not saturation, and
+	// handing a large write-out to a thread of its own then takes a
+	// worker's core while the records of the burst wait. Ten windows is
+	// the horizon over which the load review judges a calm (restCalm).
+	bgSaturatedWindows = 10
 	// bgSlice is how long a slice of background work runs, at most (give
 	// or take the interval between its Pause calls), before its worker
 	// steps the tasks again: the longest a record that arrives meanwhile
@@ -53,6 +61,7 @@ type bgPolicy struct {
 	winStart, winBusy time.Duration
 	started           bool
 	idle              float64 // share of the last window the tasks left idle
+	short             int     // windows in a row with idle under bgMinShare
 
 	// last is when the worker last gave the work a slice; zero (never)
 	// after the last job ends. lastCPU is the thread's CPU clock at the
@@ -80,12 +89,18 @@ func (p *bgPolicy) observe(now, busy time.Duration) bool {
 	}
 	p.idle = min(max(1-float64(busy-p.winBusy)/float64(span), 0), 1)
 	p.winStart, p.winBusy = now, busy
+	if p.idle < bgMinShare {
+		p.short++
+	} else {
+		p.short = 0
+	}
 	return true
 }
 
-// saturated reports whether the worker's tasks left it less idle time in
-// the last window than background work is guaranteed.
-func (p *bgPolicy) saturated() bool { return p.idle < bgMinShare }
+// saturated reports whether the worker's tasks have left it less idle time
+// than background work is guaranteed in each of the last
+// bgSaturatedWindows windows.
+func (p *bgPolicy) saturated() bool { return p.short >= bgSaturatedWindows }
 
 // bgRound is what a worker with pending background work observed in one
 // round of its loop.
