@@ -389,27 +389,29 @@ func TestWakeForLendsRestingWorker(t *testing.T) {
 	}
 }
 
-// TestLendKeepsTheRest drives worker 0's load review by hand, with a clock
-// of its own: worker 1 rests for a calm load, is lent for a WakeFor every
-// second (as a job with 1s checkpoints does) and rests again after each,
-// and 2.5s into its rest worker 0 falls behind and wakes it. The rest
-// lasted longer than restShortRest, so the cooldown must be the shortest:
-// a lent worker resting again goes on with its rest rather than starting
-// one. (Counting the rest from the end of the last lend made every wake
-// for load look like a failed rest, and with a checkpoint each second the
-// cooldown doubled at every wake, to 16s of both workers polling.)
+// TestLendKeepsTheRest drives the load review by hand, with a clock of its
+// own: worker 1 rests for a calm load, is lent for a WakeFor every second
+// (as a job with 1s checkpoints does) and rests again after each, and 2.5s
+// into its rest worker 0 falls behind and wakes it. The rest lasted longer
+// than restShortRest, so the cooldown must be the shortest: a lent worker
+// resting again goes on with its rest rather than starting one. (Counting
+// the rest from the end of the last lend made every wake for load look like
+// a failed rest, and with a checkpoint each second the cooldown doubled at
+// every wake, to 16s of both workers polling.) WakeFor's deadline is on the
+// same clock as the reviews.
 func TestLendKeepsTheRest(t *testing.T) {
-	p, err := New(Options{Workers: 2, NoPin: true, NoSteal: true})
-	if err != nil {
-		t.Fatal(err)
+	c := &loadPolicy{active: 2}
+	obs := make([]workerObs, 2)
+	now, wakeUntil := time.Hour, time.Duration(0)
+	step := func(now time.Duration) {
+		if c.due(now, wakeUntil) {
+			c.Review(now, wakeUntil, obs)
+		}
 	}
-	w0 := p.Workers()[0]
-	c := &p.rest
-	now := time.Now()
 	review := func(d time.Duration) {
-		for end := now.Add(d); now.Before(end); {
-			now = now.Add(restCheck)
-			w0.reviewLoad(now)
+		for end := now + d; now < end; {
+			now += restCheck
+			step(now)
 		}
 	}
 	review(restCalm + 5*restCheck)
@@ -417,10 +419,10 @@ func TestLendKeepsTheRest(t *testing.T) {
 		t.Fatalf("after %v of calm, %d workers active, want 1 (worker 1 resting)", restCalm, c.active)
 	}
 	restStart := now
-	for lend := 1; now.Sub(restStart) < restShortRest+500*time.Millisecond; lend++ {
+	for lend := 1; now-restStart < restShortRest+500*time.Millisecond; lend++ {
 		review(time.Second - 12*time.Millisecond)
-		p.WakeFor(11 * time.Millisecond)
-		w0.lendAll(now)
+		wakeUntil = now + 11*time.Millisecond // Pool.WakeFor(11ms), now
+		step(now)
 		if c.active != 2 {
 			t.Fatalf("lend %d: WakeFor left %d workers active, want 2", lend, c.active)
 		}
@@ -432,7 +434,7 @@ func TestLendKeepsTheRest(t *testing.T) {
 	// Worker 0 behind for restBusyChecks reviews: the load wakes worker 1.
 	woken := c.woken
 	for range restBusyChecks + 1 {
-		w0.backlogNs.Add(int64(restCheck) * 9 / 10)
+		obs[0].backlog += restCheck * 9 / 10
 		review(restCheck)
 	}
 	if c.woken != woken+1 || c.active != 2 {
@@ -440,6 +442,6 @@ func TestLendKeepsTheRest(t *testing.T) {
 	}
 	if c.cooldown != restCooldown {
 		t.Errorf("a wake %v into a rest with lends every second: cooldown %v, want %v",
-			now.Sub(restStart).Round(time.Millisecond), c.cooldown, restCooldown)
+			(now - restStart).Round(time.Millisecond), c.cooldown, restCooldown)
 	}
 }

@@ -13,16 +13,6 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// maxPark bounds one sleep of an idle worker.
-const maxPark = 20 * time.Millisecond
-
-// The idle ladder's rungs, in failed polls. (Variables so that a test can
-// make workers park at once.)
-var (
-	spinPolls  = 200
-	yieldPolls = 20
-)
-
 // Worker runs its tasks on one locked (and normally pinned) thread. It is
 // also the doorbell that wakes that thread: pass it as the ring.Waker of
 // every ring its tasks wait on.
@@ -158,7 +148,7 @@ func (w *Worker) run() {
 			w.lockTasks()
 		}
 	}()
-	idle := 0
+	var idle idleLadder
 	for {
 		if w.id == 0 && w.done.Load() && !w.pool.rest.off {
 			w.stopHosting()
@@ -190,7 +180,6 @@ func (w *Worker) run() {
 		}
 		w.pool.ringAlarm(now)
 		if w.id == 0 {
-			w.lendAll(now)
 			w.reviewLoad(now)
 		}
 		if !held {
@@ -221,7 +210,7 @@ func (w *Worker) run() {
 		// its idling, and a worker that has records of its own at every
 		// poll (a paced source) is often lightly loaded; a peer's thread is
 		// rarely away, so look every stealCheck.
-		if now.Sub(w.looked) >= stealCheck {
+		if lookDue(now.Sub(w.looked)) {
 			w.looked = now
 			if w.steal(now) {
 				progress = true
@@ -241,31 +230,40 @@ func (w *Worker) run() {
 				continue
 			}
 		}
-		if progress {
-			idle = 0
+		r := idle.next(progress, w.pool.spin)
+		switch r {
+		case rungPoll:
 			continue
-		}
-		if idle++; idle >= spinPolls+yieldPolls {
+		case rungPark:
 			w.park() // lets go of the lock
 			held = false
 			continue
 		}
 		w.held.Store(false)
 		held = false
-		w.idleRung(idle)
+		w.idleWait(r)
 	}
 }
 
-// idleRung waits a little, as the idle ladder's rung says: a PAUSE while
-// spinning is allowed, a sched_yield after.
-func (w *Worker) idleRung(idle int) {
-	if idle < spinPolls && w.pool.spin {
+// idleRung waits a little without a poll of the worker's own, as the idle
+// ladder's rung says (see idleLadder.wait).
+func (w *Worker) idleRung(idle idleLadder) { w.idleWait(idle.wait(w.pool.spin)) }
+
+// idleWait carries out a spin or yield rung of the idle ladder, with its
+// tasks' lock free.
+func (w *Worker) idleWait(r rung) {
+	relax(r)
+	if awayHook != nil {
+		awayHook(w, false)
+	}
+}
+
+// relax carries out a spin rung (PAUSE) or a yield rung (sched_yield).
+func relax(r rung) {
+	if r == rungSpin {
 		cpuRelax()
 	} else {
 		affinity.Yield()
-	}
-	if awayHook != nil {
-		awayHook(w, false)
 	}
 }
 
@@ -273,14 +271,6 @@ func (w *Worker) idleRung(idle int) {
 // lose its core without holding its tasks' lock: between idle polls, and
 // (asleep true) after a sleep, with the worker still marked parked.
 var awayHook func(w *Worker, asleep bool)
-
-// stealAfter is how long a worker's thread must have been away from its
-// loop, without holding its tasks' lock, before a peer runs them; a worker
-// looks at its peers every stealCheck.
-const (
-	stealAfter = 10 * time.Microsecond
-	stealCheck = 5 * time.Microsecond
-)
 
 // steal runs, once, the tasks of each peer whose thread is away, and
 // reports whether any made progress.
@@ -323,18 +313,22 @@ func (w *Worker) steal(now time.Time) bool {
 }
 
 // away reports whether p's thread is away from its tasks while they may
-// have work (see steal): idle but not back in its loop for stealAfter, or
-// asleep past its deadline or after its doorbell rang.
+// have work (see steal and judgeAway).
 func (p *Worker) away(now time.Time) bool {
-	if p.held.Load() || p.done.Load() || p.resting.Load() {
-		return false
-	}
-	t := sinceEpoch(now)
-	if p.parked.Load() {
-		return p.bell.Load() != 0 || t >= p.wakeAt.Load()
-	}
-	return t-p.seen.Load() >= int64(stealAfter)
+	return judgeAway(published{p}, time.Duration(sinceEpoch(now))).away()
 }
+
+// published reads what a worker's thread publishes for its peers, for the
+// away rule.
+type published struct{ w *Worker }
+
+func (p published) held() bool              { return p.w.held.Load() }
+func (p published) finished() bool          { return p.w.done.Load() }
+func (p published) resting() bool           { return p.w.resting.Load() }
+func (p published) parked() bool            { return p.w.parked.Load() }
+func (p published) rung() bool              { return p.w.bell.Load() != 0 }
+func (p published) wakeAt() time.Duration   { return time.Duration(p.w.wakeAt.Load()) }
+func (p published) lastSeen() time.Duration { return time.Duration(p.w.seen.Load()) }
 
 // ready reports whether one of the live tasks, or of the resting workers'
 // when this is worker 0, says it has work (see Readier).
@@ -477,12 +471,8 @@ func (w *Worker) park() {
 // lockTasks takes the tasks' lock, waiting for a peer that holds it (for
 // one poll of the tasks).
 func (w *Worker) lockTasks() {
-	for i := 0; !w.held.CompareAndSwap(false, true); i++ {
-		if i < spinPolls && w.pool.spin {
-			cpuRelax()
-		} else {
-			affinity.Yield()
-		}
+	for i := idleLadder(0); !w.held.CompareAndSwap(false, true); i++ {
+		relax(i.wait(w.pool.spin))
 	}
 }
 
