@@ -8,6 +8,28 @@
 // progress. A task is expected to run only when it can: an input has a
 // frame and every output has room (availability, not blocking).
 //
+// # The policy core
+//
+// Every timing rule of the workers — the load review (rest, wake, lend),
+// the idle ladder and the away rule — is a deterministic core (load.go) in
+// the manner of align's: no goroutines, clocks, atomics or futexes. The
+// threads observe (the counters and flags they publish anyway), call the
+// core with the time they read, and carry out what it decides:
+//
+//	core                                    inputs                          decisions
+//	loadPolicy.Review(now, wakeUntil, obs)  every worker's time behind,     lend, end rests,
+//	                                        worker 0's busy time and        wake, unlend, rest
+//	                                        rounds, WakeFor's deadline
+//	loadPolicy.StopHosting()                worker 0's tasks are done       end every rest
+//	idleLadder.next(progress, spin)         a poll's outcome, whether the   poll, spin, yield,
+//	                                        pool allows spinning            park
+//	judgeAway(peer, now)                    a peer's lock, done, resting,   here or away, and
+//	                                        parked, doorbell, wakeAt, seen  why
+//
+// The thresholds sit in one table in load.go, each with its reason;
+// testdata/load/*.txt are the narrated golden scenarios, one per rule,
+// that put each threshold on both sides of its edge.
+//
 // # Taking over a worker whose thread is away
 //
 // A pinned thread that loses its core cannot run anywhere else. On a
@@ -15,13 +37,24 @@
 // runnable — a checkpoint's commit in a file system call, the Go runtime,
 // another process — takes a worker's core until it blocks or a scheduler
 // tick preempts it, milliseconds at times, and the records queued for that
-// worker's tasks would wait as long. So every 5µs, between its own polls,
-// a worker looks at its peers: one that has not been round its loop for
-// 10µs while its tasks' lock is free (its thread lost its core between
-// polls, or is in a piece of background work), or that sleeps past its
-// deadline or after its doorbell rang, is away, and the looker polls its
-// tasks once (Worker.Stolen counts these polls; Options.NoSteal turns
-// them off).
+// worker's tasks would wait as long. So every stealCheck (5µs), between its
+// own polls, a worker looks at its peers and polls once the tasks of each
+// one that is away (Worker.Stolen counts these polls; Options.NoSteal
+// turns them off). The away rule (judgeAway) reads a peer's published
+// state in this order, and stops at the first that decides:
+//
+//	the peer's state                            verdict
+//	its tasks' lock is held                     here: its tasks are being stepped
+//	its tasks are all done                      here: nothing to take over
+//	it rests                                    here: worker 0 steps its tasks
+//	asleep, and its doorbell rang               away: work came, its thread is not back
+//	asleep, and now >= its wakeAt               away: its deadline passed, it is not back
+//	asleep otherwise                            here: it sleeps with nothing to do
+//	not round its loop for stealAfter (10µs)    away: its thread lost its core between
+//	                                            idle polls, or is in background work
+//	otherwise                                   here
+//
+// A peer under load holds its lock, so looking at it costs one load.
 //
 // Each worker's tasks have a lock, held by whichever thread steps them. A
 // worker keeps its own lock while its tasks make progress, so that under
@@ -43,17 +76,57 @@
 // needs. A task says it is behind by returning Backlogged (it did work and
 // more is already waiting: its step's budget ran out, or a source had more
 // due than one step emits); each worker counts the time it spends in rounds
-// where one was. Every 10ms worker 0 reviews the counts: when every
-// working worker has spent under 10% of its time behind for 100ms, the
-// highest-numbered working one is asked to rest; when worker 0 has spent
-// over half of its time behind in the last 100ms, or its rounds that found
-// work took over 4µs on average (a record waits about a round at each hop,
-// and the rounds grow with the load before any task is behind), the worker
-// that rested last is woken. After a wake none rests for a second, twice
-// as long each time a rest lasted under two seconds (a load one worker
-// fewer cannot carry), up to 16 seconds. A rest is counted from when the
-// load allowed it: being lent for Pool.WakeFor (below) and resting again
-// does not start a new one.
+// where one was, and the time and number of its rounds that found work.
+// Worker 0 feeds these counters to the load review (loadPolicy) at every
+// round; the review acts on a new Pool.WakeFor deadline at once and looks
+// at the load every restCheck (10ms). A worker other than worker 0 moves
+// between these states:
+//
+//	               (1) rest
+//	 +---------+ -----------> +---------------+  its thread  +---------+
+//	 | working |              | asked to rest | -----------> | resting |
+//	 +---------+ <----------- +---------------+  sees it     +---------+
+//	   ^  ^  ^    (2) wake,                                    |     |
+//	   |  |  |    (3) end hosting                              |     |
+//	   |  |  +-------------------------------------------------+     |
+//	   |  |      (2) wake, (3) end hosting: its thread is back       |
+//	   |  |      on its own tasks (worker 0 steps them until then)   |
+//	   |  |                                                          |
+//	   |  | (5) unlend    +------+        (4) lend                   |
+//	   |  +-------------- | lent | <---------------------------------+
+//	   |                  +------+
+//	   |                     | (6) rest again
+//	   |                     +-----------------> asked to rest
+//	   |
+//	   worker 0: always working; it hosts the tasks of those that rest
+//
+//	(1) rest: every working worker has spent under restCalmShare (10%) of
+//	    its time behind for restCalm (100ms), and neither the cooldown nor
+//	    a WakeFor deadline is ahead: the highest-numbered working worker is
+//	    asked to rest.
+//	(2) wake: over its last restBusyChecks (10) reviews, worker 0 spent
+//	    over restBusyShare (half) of its time behind, or its rounds that
+//	    found work took over restRoundMax (6µs) on average (a record waits
+//	    about a round at each hop, and the rounds grow with the load before
+//	    any task is behind): the worker that rested last is woken. No worker
+//	    rests for the cooldown after: restCooldown (1s), twice as long each
+//	    time the rest that ended lasted under restShortRest (2s: a load one
+//	    worker fewer cannot carry), up to restCooldownMax (16s), and back to
+//	    1s after a longer rest.
+//	(3) end hosting: worker 0's own tasks are done and it is about to exit:
+//	    every resting worker steps its own tasks again, for good, and the
+//	    review is off.
+//	(4) lend: Pool.WakeFor announces a burst of work for the tasks (a
+//	    checkpoint's barrier and copy-on-write): at worker 0's next round
+//	    every resting worker is woken and lent — it steps its own tasks and
+//	    still runs worker 0's background work — and no worker rests before
+//	    the deadline.
+//	(5) unlend: a working worker is still behind restCalm past the
+//	    deadline: the load came to stay, and the lent workers work for it.
+//	(6) rest again: every working worker has been calm restBurstCalm
+//	    (20ms) past the deadline. The rest the load allowed before the lend
+//	    goes on: it is not a new one, so a wake for load later does not
+//	    find it short.
 //
 // A resting worker lets go of its tasks and sleeps on a futex word that no
 // ring rings; worker 0 steps its tasks with its own, at every round and
@@ -64,11 +137,9 @@
 // which worker 0 passes to it (the write-out of a checkpoint then runs on
 // a core of its own, next to the commit, while worker 0 steps the tasks).
 // A worker on its way back from a rest has its tasks stepped by worker 0
-// until its thread runs (100–300µs after the wake here). Pool.WakeFor
-// wakes the resting workers ahead of a known burst of work for the tasks
-// (a checkpoint's barrier and copy-on-write: the job calls it 1ms before
-// each periodic trigger); they stay lent, still running worker 0's
-// background work, and rest again after 20ms of calm.
+// until its thread runs, which a woken thread does only after a while.
+// The job calls Pool.WakeFor 1ms before each periodic checkpoint's
+// trigger.
 //
 // Options.NoRest turns resting off; Worker.Rests and Worker.Rested count
 // it.
@@ -80,13 +151,28 @@
 //
 // # Idling: spin, yield, park
 //
-// A worker whose tasks all report no progress climbs a ladder: it re-polls a
-// few times with a PAUSE between polls (spin), then yields its thread to the
-// OS scheduler a few times (sched_yield: runtime.Gosched from a goroutine
-// locked to its thread costs a hand-off of the thread's P and back), then
-// parks. Spinning is skipped entirely when
-// the pool has more workers than the process has CPUs, so there are never
-// more spinning threads than cores.
+// A worker whose tasks all report no progress climbs a ladder (idleLadder),
+// counting its polls in a row that found no work:
+//
+//	     a poll with progress, on any rung: poll again at once, from the bottom
+//	   +----------------------------------------------------------+
+//	   v                                                          |
+//	+------+  spinPolls (200)  +-------+  yieldPolls (20)  +------+
+//	| spin | ----------------> | yield | ----------------> | park |
+//	+------+  polls in a row   +-------+  more             +------+
+//	 ^    |   without work      ^    |                      ^    |
+//	 +----+                     +----+                      +----+
+//	 no work: a PAUSE,          no work: a sched_yield,     woken, no work:
+//	 poll again                 poll again                  park again
+//
+// It re-polls with a PAUSE between polls (spin), then yields its thread
+// to the OS scheduler (sched_yield: runtime.Gosched from a goroutine locked
+// to its thread costs a hand-off of the thread's P and back), then parks.
+// Spinning is skipped entirely when the pool has more workers than the
+// process has CPUs, so there are never more spinning threads than cores:
+// the ladder yields from the first idle poll. A wait without a poll of
+// the worker's own (a peer is stepping its tasks, or the worker waits for
+// their lock) takes the rung of the current count, and never parks.
 //
 // To park, the worker asks every task to announce the sleep on the rings it
 // waits for (Task.PrepareToPark sets the rings' parked words and re-checks
@@ -97,9 +183,9 @@
 // sources, batch flush delays), or until the pool stops. The ring protocol's
 // sequentially consistent parked-word handshake guarantees that a publish
 // racing with the announcement either is seen by the re-check or rings the
-// doorbell. A sleep still lasts at most 20ms, a safety net against a lost
-// wake-up nobody foresaw; RINGFLOW_DEBUG_STALL=<duration> makes a worker
-// that stays idle that long describe its tasks on stderr.
+// doorbell. A sleep still lasts at most maxPark (20ms), a safety net against
+// a lost wake-up nobody foresaw; RINGFLOW_DEBUG_STALL=<duration> makes a
+// worker that stays idle that long describe its tasks on stderr.
 //
 // # Background work
 //

@@ -34,15 +34,17 @@ const (
 	// its rounds that found work took longer than this on average over the
 	// last restBusyChecks reviews. A record waits about a round at every
 	// hop between tasks, and the rounds grow with the load well before any
-	// task is behind, so this bounds the wait per hop that a lighter-loaded
-	// pool adds. It is absolute because what it bounds is: a latency
-	// budget per hop, not a property of the load. It is not derived from
-	// anything the pool measures: at 6µs one worker carries, on the hosts
-	// measured, the loads that other workers do not make faster, and wakes
-	// for loads that make rounds several times longer than at rest. A
-	// ratio to the round time at rest was considered and rejected: a
-	// light load that one worker carries well can still have rounds four
-	// times those at rest.
+	// task is behind, so this bounds the wait per hop that fewer workers
+	// add. It is absolute because what it bounds is: a latency budget per
+	// hop, not a property of the load. Its value is a judgement, not
+	// derived from what the pool measures: long enough that one worker
+	// keeps a light load whose rounds a second worker would not shorten
+	// much (and would cost a busy-polling core), short enough to wake for
+	// a load that makes the rounds several times those at rest. A bound
+	// relative to the round time at rest is no better: a light load that
+	// one worker carries well can have rounds four times those at rest,
+	// and the ratio would then depend on the tasks' mix instead of the
+	// host.
 	restRoundMax = 6 * time.Microsecond
 	// After worker 0 wakes a worker, none rests for restCooldown; the
 	// wait doubles, up to restCooldownMax, each time a rest ends within
@@ -63,11 +65,12 @@ const (
 
 	// ladderSpinPolls and ladderYieldPolls are the idle ladder's rungs, in
 	// polls in a row that found no work: a PAUSE between polls before
-	// ladderSpinPolls (a few microseconds, about the time a record takes
-	// from one task to the next), then ladderYieldPolls sched_yields (each
-	// gives the core to any other runnable thread, which then runs in the
-	// worker's time slice instead of waking later on a busy core), then
-	// park.
+	// ladderSpinPolls, then a sched_yield between polls for
+	// ladderYieldPolls more, then park. Spinning catches work that comes
+	// within a short while at the cost of no system call; yielding gives
+	// the core to any other runnable thread, which then runs in the idle
+	// worker's time instead of taking a busy worker's core later; parking
+	// frees the core, and its wake-up costs a futex call on each side.
 	ladderSpinPolls  = 200
 	ladderYieldPolls = 20
 	// maxPark bounds one sleep of an idle or resting worker: a safety net
@@ -78,11 +81,12 @@ const (
 	// stealAfter is how long a worker's thread must have been away from
 	// its loop, without holding its tasks' lock, before a peer runs them;
 	// a worker looks at its peers every stealCheck. An idle worker goes
-	// round its loop every poll (well under a microsecond) and a yield
-	// takes a few, so 10µs without a round means the thread lost its core
-	// or is in background work; against the kernel's milliseconds it is
-	// short. Looking every 5µs keeps the loads of the peers' lines off the
-	// worker's rounds, whose work takes longer.
+	// round its loop at every poll, and a yield takes microseconds, so a
+	// thread not round its loop for 10µs has lost its core or is in
+	// background work; against the kernel's milliseconds that is short.
+	// A worker whose polls all find work (a paced source at light load)
+	// looks every 5µs rather than at every round: a peer's thread is
+	// rarely away, and a look loads the peers' lines.
 	stealAfter = 10 * time.Microsecond
 	stealCheck = 5 * time.Microsecond
 )

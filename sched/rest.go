@@ -127,8 +127,8 @@ func (w *Worker) hosting() bool {
 
 // guest reports whether g rests while worker 0 steps its tasks: from when
 // its thread goes to rest until it is back from it, not only while worker
-// 0 wants it to rest. (A woken thread takes 100–300µs here to run, and
-// records for its tasks would wait as long.)
+// 0 wants it to rest. (A woken thread takes hundreds of microseconds to
+// run, and records for its tasks would wait as long.)
 func (g *Worker) guest() bool { return g.resting.Load() }
 
 // pollGuests steps, once, the tasks of every resting worker (worker 0
