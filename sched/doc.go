@@ -10,11 +10,12 @@
 //
 // # The policy core
 //
-// Every timing rule of the workers — the load review (rest, wake, lend),
-// the idle ladder and the away rule — is a deterministic core (load.go) in
-// the manner of align's: no goroutines, clocks, atomics or futexes. The
-// threads observe (the counters and flags they publish anyway), call the
-// core with the time they read, and carry out what it decides:
+// The workers' timing rules — the load review (rest, wake, lend), the idle
+// ladder and the away rule here, background work's in bgPolicy (see
+// Background work) — are deterministic cores in the manner of align's: no
+// goroutines, clocks, atomics or futexes. The threads observe (the
+// counters and flags they publish anyway), call a core with the time they
+// read, and carry out what it decides. The first three are in load.go:
 //
 //	core                                    inputs                          decisions
 //	loadPolicy.Review(now, wakeUntil, obs)  every worker's time behind,     lend, end rests,
