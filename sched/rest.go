@@ -77,7 +77,7 @@ func (p *Pool) carryOut(d loadDecision) {
 // every core should share — a checkpoint's barrier, the synchronous
 // snapshots and the copy-on-write after it: every resting worker steps its
 // own tasks again from worker 0's next round until at least d from now,
-// and rests again once calm for restBurstCalm after that. Meanwhile such a
+// and rests again once calm for 20ms after that. Meanwhile such a
 // worker is lent: worker 0 still passes its background work to it.
 // Without resting workers WakeFor only holds rests back until then.
 //

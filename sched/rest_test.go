@@ -445,3 +445,40 @@ func TestLendKeepsTheRest(t *testing.T) {
 			(now - restStart).Round(time.Millisecond), c.cooldown, restCooldown)
 	}
 }
+
+// TestCarryOut: each part of a load review's decision sets the flags the
+// workers' threads act on, in the decision's order.
+func TestCarryOut(t *testing.T) {
+	p, err := New(Options{Workers: 3, NoPin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := p.Workers()
+	flags := func() string {
+		var out []string
+		for _, w := range ws[1:] {
+			out = append(out, fmt.Sprintf("w%d rest=%t lent=%t", w.ID(), w.restWanted.Load(), w.lent.Load()))
+		}
+		return fmt.Sprint(out)
+	}
+	for _, c := range []struct {
+		d    loadDecision
+		want string
+	}{
+		{loadDecision{rest: 2}, "[w1 rest=false lent=false w2 rest=true lent=false]"},
+		{loadDecision{rest: 1}, "[w1 rest=true lent=false w2 rest=true lent=false]"},
+		{loadDecision{lendFrom: 1}, "[w1 rest=false lent=true w2 rest=false lent=true]"},
+		{loadDecision{rest: 2}, "[w1 rest=false lent=true w2 rest=true lent=false]"},
+		{loadDecision{unlend: true}, "[w1 rest=false lent=false w2 rest=true lent=false]"},
+		{loadDecision{wake: 2}, "[w1 rest=false lent=false w2 rest=false lent=false]"},
+		{loadDecision{rest: 2}, "[w1 rest=false lent=false w2 rest=true lent=false]"},
+		{loadDecision{rest: 1}, "[w1 rest=true lent=false w2 rest=true lent=false]"},
+		{loadDecision{endFrom: 1}, "[w1 rest=false lent=false w2 rest=false lent=false]"},
+		{loadDecision{lendFrom: 2, rest: 2}, "[w1 rest=false lent=false w2 rest=true lent=false]"},
+	} {
+		p.carryOut(c.d)
+		if got := flags(); got != c.want {
+			t.Errorf("after %+v: %s, want %s", c.d, got, c.want)
+		}
+	}
+}
