@@ -85,8 +85,11 @@ type coordinator struct {
 	// triggers go through it.
 	at func(t time.Time, fn func(now time.Time) bool)
 	// saturated reports whether the workers have less idle time than
-	// background work is guaranteed (sched.Pool.Saturated); nil: never.
+	// background work is guaranteed (sched.Pool.Saturated), and offload
+	// runs a function on the pool's own thread (sched.Pool.Offload); nil:
+	// the writer goroutine commits.
 	saturated func() bool
+	offload   func(func(*sched.Slice))
 
 	mu struct {
 		sync.Mutex
@@ -345,14 +348,12 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 
 // writerNice is the scheduling niceness of the writer goroutine's thread,
 // which commits checkpoints (and writes the parts of tasks that have no
-// worker), while the workers have idle time: processing never waits for
-// it, so the writer yields to them. When they have none (the pool is
-// saturated) it runs at the process's normal niceness, so that the
-// kernel gives it a fair share of the cores and a checkpoint's commit
-// takes about as long as its own work, not ten times that (the share of a
-// niceness-10 thread beside one at 0). Niceness sets only the writer's
-// share of a core; how long it keeps the core once it runs is bounded by
-// cpuYielder.
+// worker): processing never waits for it, so on a machine whose cores the
+// workers keep busy, the writer yields to them. Niceness sets only the
+// writer's share of a core; how long it keeps the core once it runs is
+// bounded by cpuYielder. While the pool is saturated that share is about
+// a tenth of a core, and a commit would take ten times its own work: the
+// commit then runs on the pool's own thread (see commitNow).
 const writerNice = 10
 
 func (c *coordinator) writeLoop() {
@@ -363,7 +364,7 @@ func (c *coordinator) writeLoop() {
 	if testOnWriterThread != nil {
 		testOnWriterThread()
 	}
-	nice := -1
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), writerNice)
 	for {
 		select {
 		case <-c.done:
@@ -371,14 +372,6 @@ func (c *coordinator) writeLoop() {
 		case <-c.work:
 		}
 		for {
-			want := writerNice
-			if c.saturated != nil && c.saturated() {
-				want = 0
-			}
-			if want != nice {
-				unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), want)
-				nice = want
-			}
 			c.mu.Lock()
 			if c.mu.stopped {
 				c.mu.Unlock()
@@ -388,7 +381,7 @@ func (c *coordinator) writeLoop() {
 				f := c.mu.commits[0]
 				c.mu.commits = c.mu.commits[1:]
 				c.mu.Unlock()
-				c.commit(f)
+				c.commitNow(f)
 				continue
 			}
 			if len(c.mu.queue) == 0 {
@@ -568,6 +561,22 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 
 func (c *coordinator) meta(f *inflight) snapshot.Meta {
 	return snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops}
+}
+
+// commitNow commits f on the writer goroutine, or, while the pool is
+// saturated, on the pool's own thread, whose share of the cores is a
+// worker's (the writer waits for it, so commits stay in order).
+func (c *coordinator) commitNow(f *inflight) {
+	if c.offload == nil || c.saturated == nil || !c.saturated() {
+		c.commit(f)
+		return
+	}
+	done := make(chan struct{})
+	c.offload(func(*sched.Slice) {
+		defer close(done)
+		c.commit(f)
+	})
+	<-done
 }
 
 func (c *coordinator) commit(f *inflight) {

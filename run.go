@@ -105,7 +105,8 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 	}
 	if store != nil {
 		coord := newCoordinator(j, store, p.tasks, p.workerOf, p.pool.Fail)
-		coord.wake, coord.at, coord.saturated = p.pool.WakeFor, p.pool.At, p.pool.Saturated
+		coord.wake, coord.at = p.pool.WakeFor, p.pool.At
+		coord.saturated, coord.offload = p.pool.Saturated, p.pool.Offload
 		for _, t := range p.tasks {
 			t.Checkpoints.Coord = coord
 		}

@@ -15,6 +15,13 @@ type Channel struct {
 	Index int
 	// push decodes a DATA frame and pushes its records into the operator.
 	push func(f ring.Frame) error
+	// dec decodes a DATA frame once and pushes its records in pieces, so
+	// that a step can stop part-way through a frame (see Task.stepInputs).
+	dec frameDecoder
+	// cur is the DATA frame the task holds (Task.held) when a step stopped
+	// part-way through it, and done how many of its records were pushed.
+	cur  ring.Frame
+	done int
 
 	wm      int64 // latest watermark read
 	idle    bool  // the upstream declared itself idle
@@ -49,20 +56,33 @@ type ReplayState struct {
 func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T], keyHash any) *Channel {
 	c := &Channel{Reader: rd, wm: MinWatermark}
 	if size := codec.Size(); size > 0 {
-		c.push = fixedDecoder(size, timed, in)
+		c.dec = &fixedFrames[T]{size: size, timed: timed, in: in}
 	} else {
-		c.push = varDecoder(codec, timed, in)
+		c.dec = &varFrames[T]{codec: codec, timed: timed, in: in}
+	}
+	c.push = func(f ring.Frame) error {
+		n, err := c.dec.open(f)
+		if err == nil && n > 0 {
+			c.dec.push(0, n)
+			c.dec.close()
+		}
+		return err
 	}
 	if kh, ok := keyHash.(KeyHasher[T]); ok && kh.One != nil {
 		c.pushKept = func(f ring.Frame, keep func(uint64) bool) error {
 			kept := keptInput[T]{in: in, hash: kh.One, keep: keep}
-			var push func(ring.Frame) error
+			var d frameDecoder
 			if size := codec.Size(); size > 0 {
-				push = fixedDecoder(size, timed, Input[T](&kept))
+				d = &fixedFrames[T]{size: size, timed: timed, in: &kept}
 			} else {
-				push = varDecoder(codec, timed, Input[T](&kept))
+				d = &varFrames[T]{codec: codec, timed: timed, in: &kept}
 			}
-			return push(f)
+			n, err := d.open(f)
+			if err == nil && n > 0 {
+				d.push(0, n)
+				d.close()
+			}
+			return err
 		}
 	}
 	return c
@@ -97,65 +117,128 @@ func (k *keptInput[T]) Push(recs []T, ts []int64) {
 	k.in.Push(k.recs, ts2)
 }
 
-// fixedDecoder views a frame of fixed-size records in place: the records
-// and timestamps handed to the operator alias ring memory.
-func fixedDecoder[T any](size int, timed bool, in Input[T]) func(ring.Frame) error {
-	return func(f ring.Frame) error {
-		n := f.Count
-		want := n * size
-		if timed {
-			want = align8(want) + n*8
-		}
-		if len(f.Payload) != want {
-			return fmt.Errorf("%w: DATA frame of %d records of %d bytes has %d payload bytes, want %d",
-				ring.ErrCorrupt, n, size, len(f.Payload), want)
-		}
-		if n == 0 {
-			return nil
-		}
-		p := unsafe.Pointer(unsafe.SliceData(f.Payload))
-		recs := unsafe.Slice((*T)(p), n)
-		var ts []int64
-		if timed {
-			ts = unsafe.Slice((*int64)(unsafe.Add(p, align8(n*size))), n)
-		}
-		in.Push(recs, ts)
-		return nil
-	}
+// frameDecoder decodes one DATA frame at a time and pushes its records
+// into the operator in pieces.
+type frameDecoder interface {
+	// open decodes (or views) f and returns its record count; it checks
+	// the frame's layout against that count.
+	open(f ring.Frame) (int, error)
+	// push pushes records [from, to) of the open frame.
+	push(from, to int)
+	// tail returns records [from, count) of the open frame as the payload
+	// of a frame of their own (for channel state), appended to buf.
+	tail(buf []byte, from int) (count int, payload []byte)
+	// close lets go of the open frame.
+	close()
 }
 
-// varDecoder decodes a frame of variable-size records into reused buffers.
-func varDecoder[T any](codec Codec[T], timed bool, in Input[T]) func(ring.Frame) error {
-	var recs []T
-	var tss []int64
-	return func(f ring.Frame) error {
-		recs, tss = recs[:0], tss[:0]
-		src := f.Payload
-		for i := 0; i < f.Count; i++ {
-			if timed {
-				if len(src) < 8 {
-					return fmt.Errorf("%w: DATA frame truncated at record %d of %d", ring.ErrCorrupt, i, f.Count)
-				}
-				tss = append(tss, int64(binary.LittleEndian.Uint64(src)))
-				src = src[8:]
-			}
-			var v T
-			k, err := codec.Decode(src, &v)
-			if err != nil {
-				return fmt.Errorf("%w: DATA frame record %d of %d: %v", ring.ErrCorrupt, i, f.Count, err)
-			}
-			recs = append(recs, v)
-			src = src[k:]
-		}
-		if len(src) != 0 {
-			return fmt.Errorf("%w: DATA frame has %d bytes after its %d records", ring.ErrCorrupt, len(src), f.Count)
-		}
-		var ts []int64
-		if timed {
-			ts = tss
-		}
-		in.Push(recs, ts)
-		clear(recs) // drop references for the collector
-		return nil
+// fixedFrames views frames of fixed-size records in place: the records and
+// timestamps handed to the operator alias ring memory.
+type fixedFrames[T any] struct {
+	size  int
+	timed bool
+	in    Input[T]
+	f     ring.Frame
+	recs  []T
+	ts    []int64
+}
+
+func (d *fixedFrames[T]) open(f ring.Frame) (int, error) {
+	n := f.Count
+	want := n * d.size
+	if d.timed {
+		want = align8(want) + n*8
 	}
+	if len(f.Payload) != want {
+		return 0, fmt.Errorf("%w: DATA frame of %d records of %d bytes has %d payload bytes, want %d",
+			ring.ErrCorrupt, n, d.size, len(f.Payload), want)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(f.Payload))
+	d.f, d.recs, d.ts = f, unsafe.Slice((*T)(p), n), nil
+	if d.timed {
+		d.ts = unsafe.Slice((*int64)(unsafe.Add(p, align8(n*d.size))), n)
+	}
+	return n, nil
+}
+
+func (d *fixedFrames[T]) push(from, to int) {
+	var ts []int64
+	if d.timed {
+		ts = d.ts[from:to]
+	}
+	d.in.Push(d.recs[from:to], ts)
+}
+
+func (d *fixedFrames[T]) tail(buf []byte, from int) (int, []byte) {
+	n := d.f.Count
+	if !d.timed {
+		return n - from, d.f.Payload[from*d.size:]
+	}
+	// NB: a timed frame keeps its timestamps after its records, so the
+	// tail is the two parts cut and laid out anew.
+	recs := d.f.Payload[from*d.size : n*d.size]
+	buf = append(buf, recs...)
+	buf = append(buf, make([]byte, align8(len(recs))-len(recs))...)
+	off := align8(n * d.size)
+	return n - from, append(buf, d.f.Payload[off+from*8:off+n*8]...)
+}
+
+func (d *fixedFrames[T]) close() { d.f, d.recs, d.ts = ring.Frame{}, nil, nil }
+
+// varFrames decodes frames of variable-size records into reused buffers.
+type varFrames[T any] struct {
+	codec Codec[T]
+	timed bool
+	in    Input[T]
+	f     ring.Frame
+	recs  []T
+	ts    []int64
+	offs  []int // where each record's bytes begin in the payload
+}
+
+func (d *varFrames[T]) open(f ring.Frame) (int, error) {
+	d.recs, d.ts, d.offs = d.recs[:0], d.ts[:0], d.offs[:0]
+	src := f.Payload
+	for i := 0; i < f.Count; i++ {
+		d.offs = append(d.offs, len(f.Payload)-len(src))
+		if d.timed {
+			if len(src) < 8 {
+				return 0, fmt.Errorf("%w: DATA frame truncated at record %d of %d", ring.ErrCorrupt, i, f.Count)
+			}
+			d.ts = append(d.ts, int64(binary.LittleEndian.Uint64(src)))
+			src = src[8:]
+		}
+		var v T
+		k, err := d.codec.Decode(src, &v)
+		if err != nil {
+			return 0, fmt.Errorf("%w: DATA frame record %d of %d: %v", ring.ErrCorrupt, i, f.Count, err)
+		}
+		d.recs = append(d.recs, v)
+		src = src[k:]
+	}
+	if len(src) != 0 {
+		return 0, fmt.Errorf("%w: DATA frame has %d bytes after its %d records", ring.ErrCorrupt, len(src), f.Count)
+	}
+	d.f = f
+	return f.Count, nil
+}
+
+func (d *varFrames[T]) push(from, to int) {
+	var ts []int64
+	if d.timed {
+		ts = d.ts[from:to]
+	}
+	d.in.Push(d.recs[from:to], ts)
+}
+
+func (d *varFrames[T]) tail(_ []byte, from int) (int, []byte) {
+	return d.f.Count - from, d.f.Payload[d.offs[from]:]
+}
+
+func (d *varFrames[T]) close() {
+	clear(d.recs) // drop references for the collector
+	d.f = ring.Frame{}
 }

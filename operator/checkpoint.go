@@ -355,6 +355,13 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 			ch := t.Inputs[a.Channel]
 			ch.rec = &chanRecord{id: a.Barrier.ID, upTo: ch.Reader.Pos()}
 			ch.scan = ch.Reader.Pos()
+			if t.held == ch {
+				// NB: the records of the frame a step stopped in that
+				// are not pushed yet come after the snapshot: they are
+				// channel state; the ones pushed are in the snapshot.
+				n, payload := ch.dec.tail(nil, ch.done)
+				ch.rec.buf = AppendChannelFrame(ch.rec.buf, n, payload)
+			}
 		case align.OpStopRecord:
 			ch := t.Inputs[a.Channel]
 			if ch.rec != nil && c.snap != nil && c.snap.ID == ch.rec.id && len(ch.rec.buf) > 0 {

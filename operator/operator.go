@@ -84,6 +84,10 @@ type Metrics struct {
 	RecordsIn   atomic.Int64
 	RecordsOut  atomic.Int64
 	LateDropped atomic.Int64 // records behind the watermark by more than the allowed lateness
+	// StepsCut counts the steps of the operator's task (when it heads one)
+	// that ran out of time part-way through an input frame: the rest of
+	// the frame waited for the next step.
+	StepsCut atomic.Int64
 }
 
 // Error is a failure of one operator instance: a panic or an error of user

@@ -30,10 +30,13 @@ type Task struct {
 	tickers     []Ticker
 	idleWork    []func() bool // the operators' (Context.idleWork)
 
-	wm        int64 // watermark last passed down the chain
-	idle      bool  // outputs marked idle
-	next      int   // round-robin position among Inputs
-	live      int   // inputs not ended
+	wm   int64 // watermark last passed down the chain
+	idle bool  // outputs marked idle
+	next int   // round-robin position among Inputs
+	live int   // inputs not ended
+	// held is the input whose DATA frame (Channel.cur) a step stopped in
+	// part-way (see pushHeld); nil if none.
+	held      *Channel
 	opened    bool
 	finishing bool // END passed down the chain; waiting for the frames to drain
 	dirtyAt   time.Time
@@ -43,7 +46,7 @@ type Task struct {
 }
 
 // maxStep bounds the time one step of a task with inputs takes (checked
-// every few frames).
+// after every frame, and between the pieces of a frame: see pushHeld).
 const maxStep = time.Millisecond
 
 // SourcePoll is how often a source that has nothing to read, and does not
@@ -237,25 +240,32 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 	handled, dry := 0, false
 	for handled < t.Opts.Quantum {
-		c, f, err := t.nextFrame()
-		if err != nil {
-			return sched.Idle, err
+		if t.held == nil {
+			c, f, err := t.nextFrame()
+			if err != nil {
+				return sched.Idle, err
+			}
+			if c == nil {
+				dry = true
+				break
+			}
+			if err := t.handle(c, f, now); err != nil {
+				return sched.Idle, err
+			}
+			if t.held == nil {
+				c.Reader.Release(f)
+			}
 		}
-		if c == nil {
-			dry = true
-			break
+		if t.held != nil && !t.pushHeld(now) {
+			break // the step's time ran out part-way through a frame
 		}
-		if err := t.handle(c, f, now); err != nil {
-			return sched.Idle, err
-		}
-		c.Reader.Release(f)
 		handled++
 		if t.finishing || !t.drain() {
 			break
 		}
 		// A step is short in time too, so that barriers, coordinator
 		// messages and timeouts are looked at often behind slow operators.
-		if handled%4 == 0 && time.Since(now) > maxStep {
+		if time.Since(now) > maxStep {
 			break
 		}
 	}
@@ -264,13 +274,48 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 	} else {
 		t.publish(now)
 	}
-	if handled == 0 {
+	if handled == 0 && t.held == nil {
 		return t.idleStatus(), nil
 	}
 	if !dry {
 		return sched.Backlogged, nil // the step's budget ran out first
 	}
 	return sched.Progress, nil
+}
+
+// firstPiece is how many records of a DATA frame a step pushes before it
+// first looks at the time; each later piece of the same frame is twice as
+// large. A frame of fast records goes in a few pieces; one whose records
+// take tens of microseconds each (a slow sink) is cut after about
+// maxStep, so that a barrier behind it, a checkpoint's unaligned snapshot
+// or the worker's other tasks do not wait for the whole frame.
+const firstPiece = 16
+
+// pushHeld pushes the records of the DATA frame the task holds, in pieces,
+// until all are pushed (it then releases the frame and reports true) or
+// the step has run past maxStep (the frame stays held, and the next step
+// goes on with it before reading anything else).
+func (t *Task) pushHeld(now time.Time) bool {
+	c := t.held
+	n := c.cur.Count
+	piece := firstPiece
+	for c.done < n {
+		to := min(c.done+piece, n)
+		c.dec.push(c.done, to)
+		t.Ctx.Metrics.RecordsIn.Add(int64(to - c.done))
+		c.done = to
+		if c.done < n && time.Since(now) > maxStep {
+			t.Ctx.Metrics.StepsCut.Add(1)
+			t.markDirty(now)
+			return false
+		}
+		piece *= 2
+	}
+	c.dec.close()
+	c.Reader.Release(c.cur)
+	c.cur, c.done, t.held = ring.Frame{}, 0, nil
+	t.markDirty(now)
+	return true
 }
 
 // idleStatus is the status of a step that found no records: it does a
@@ -323,11 +368,14 @@ func (t *Task) handle(c *Channel, f ring.Frame, now time.Time) error {
 	switch f.Type {
 	case ring.FrameData:
 		c.record(f)
-		if err := c.push(f); err != nil {
+		n, err := c.dec.open(f)
+		if err != nil {
 			return fmt.Errorf("input channel %d: %w", c.Index, err)
 		}
-		t.Ctx.Metrics.RecordsIn.Add(int64(f.Count))
-		t.markDirty(now)
+		if n > 0 {
+			// Pushed by pushHeld, in pieces.
+			c.cur, c.done, t.held = f, 0, c
+		}
 	case ring.FrameWatermark:
 		c.wm, c.idle = max(c.wm, f.Watermark()), f.Idle()
 		t.combineWatermarks()
@@ -428,6 +476,9 @@ func (t *Task) publish(now time.Time) {
 
 // PrepareToPark implements sched.Task.
 func (t *Task) PrepareToPark() bool {
+	if t.held != nil && t.room() {
+		return false // a frame a step stopped in has records left
+	}
 	// NB: the worker clears its doorbell before asking; a message posted
 	// before that is seen here, one posted after rings the doorbell again.
 	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
@@ -487,6 +538,9 @@ func (t *Task) Ready(now time.Time) bool {
 	}
 	if t.finishing || !t.room() {
 		return false
+	}
+	if t.held != nil {
+		return true
 	}
 	if t.Source != nil {
 		// An unpaced source always has records; a paced one said when

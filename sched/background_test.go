@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringflow/ringflow/internal/affinity"
 )
 
 // busyTask always has work until stop is set; it records the thread it
@@ -448,5 +450,43 @@ func TestBackgroundSkipsExitedWorker(t *testing.T) {
 				t.Errorf("worker 0 has %d jobs pending, want 1 (its own)", n)
 			}
 		})
+	}
+}
+
+// TestOffloadRunsOnBatchThread: Pool.Offload runs work from outside the
+// pool on the pool's own thread, after what was given before, under
+// SCHED_BATCH at the normal niceness (so that it never preempts a worker
+// when it wakes), and Run waits for it.
+func TestOffloadRunsOnBatchThread(t *testing.T) {
+	p := newPool(t, 1)
+	w := p.Workers()[0]
+	var (
+		order  []int
+		policy uint32
+		nice   = -1
+		tid    int
+	)
+	task := &busyTask{}
+	task.start = func() {
+		p.Offload(func(*Slice) { order = append(order, 1) })
+		p.Offload(func(*Slice) {
+			order = append(order, 2)
+			tid = unix.Gettid()
+			policy, nice, _ = affinity.Policy()
+			task.stop.Store(true)
+		})
+	}
+	w.Add(task)
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 2 || order[0] != 1 || order[1] != 2 {
+		t.Fatalf("offloaded work ran in the order %v, want [1 2]", order)
+	}
+	if tid == int(task.tid.Load()) {
+		t.Errorf("offloaded work ran on the worker's thread %d", tid)
+	}
+	if policy != unix.SCHED_BATCH || nice != 0 {
+		t.Errorf("the pool's thread has policy %d niceness %d, want SCHED_BATCH (%d) and 0", policy, nice, unix.SCHED_BATCH)
 	}
 }

@@ -200,8 +200,8 @@
 //	                 │ no
 //	                 ▼
 //	          saturated? ──yes──► the pool's thread (offload.go)
-//	   (tasks left < 1/5 of      unpinned, niceness 0, jobs in order
-//	    the last 10ms idle)
+//	   (tasks left < 1/5 idle    unpinned, SCHED_BATCH, jobs in order
+//	    for ten 10ms windows)
 //	                 │ no
 //	                 ▼
 //	   slices on the worker's own thread, as a coroutine:
@@ -218,16 +218,22 @@
 // worker measures, over windows of 10ms, the share of its time in rounds
 // where no task made progress. If that share is at least 1/5, the work
 // runs in that idle time, where it delays no record by more than a Pause.
-// If it is less, the worker is saturated, and jobs that have not started
-// go to the pool's own thread: an OS thread at the process's normal
-// priority, which the kernel's fair scheduler shares the cores with, as
-// it does each worker (beside W busy workers on W cores it gets about
-// W/(W+1) of a core); a job queued while the worker is saturated goes
+// If it is less in ten windows in a row (a burst of work for the tasks,
+// such as the copy-on-write after a barrier, is not saturation), the
+// worker is saturated, and jobs that have not started go to the pool's
+// own thread: an OS thread at the process's normal niceness, which the
+// kernel's fair scheduler shares the cores with, as it does each worker
+// (beside W busy workers on W cores it gets about W/(W+1) of a core). Its
+// policy is SCHED_BATCH: woken, it waits for the running worker's turn to
+// end rather than preempting it, so a worker is not switched out half-way
+// through a barrier's synchronous snapshot. A job queued while the worker
+// is saturated goes
 // there directly, and so do later ones while any is still there, so that
 // they run in the order queued. A job already running as a coroutine of
 // the worker's thread stays and takes busy slices. Pool.Saturated reports
-// the state, so that work outside the pool with the same need (a
-// checkpoint's commit) can set its own priority.
+// the state, and Pool.Offload runs work from outside the pool with the
+// same need on that thread (a checkpoint's commit, which would otherwise
+// run at niceness 10).
 //
 // Why not always a thread of its own: at light load such a thread takes a
 // pinned worker's core for a kernel time slice (or until it yields, which

@@ -7,16 +7,22 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringflow/ringflow/internal/affinity"
 )
 
 // offloader is the pool's own thread for background work that a saturated
-// worker cannot give its guaranteed share (see bgPolicy): an OS thread of
-// its own, unpinned and at the process's normal priority, so that the
-// kernel's fair scheduler gives it a share of the cores as it does each
-// worker, and the work's duration is set by its own size rather than by
-// how busy the tasks are. It runs jobs one at a time, in the order handed
-// over, to the end: its Slice never pauses, and reports false only once
-// the pool stops.
+// worker cannot give its guaranteed share (see bgPolicy), and for work
+// outside the pool with the same need (Pool.Offload): an OS thread of its
+// own, unpinned, at the process's normal niceness, so that the kernel's
+// fair scheduler gives it a share of the cores as it does each worker,
+// and the work's duration is set by its own size rather than by how busy
+// the tasks are. Its policy is SCHED_BATCH: when it wakes it waits for the
+// running worker's turn to end instead of preempting it, so that a worker
+// is not switched out in the middle of a barrier's synchronous snapshot,
+// which takes microseconds, by work that can wait for a tick. It runs jobs
+// one at a time, in the order handed over, to the end: its Slice never
+// pauses, and reports false only once the pool stops.
 type offloader struct {
 	pool *Pool
 	mu   struct {
@@ -28,6 +34,13 @@ type offloader struct {
 	bell chan struct{}
 	wg   sync.WaitGroup
 }
+
+// Offload runs job on the pool's own thread, after what it has been
+// given before (see the package doc, "Background work"). It is for work
+// that must progress while the pool is saturated (Saturated) and may block
+// on I/O, such as a checkpoint's commit. job's Slice never pauses; it
+// reports false once the pool stops, and job should then return soon.
+func (p *Pool) Offload(job func(*Slice)) { p.off.add(job) }
 
 // add queues job and starts the thread if it is not running. Callers hold
 // the handing worker's background lock, so a worker's jobs arrive in order.
@@ -78,7 +91,9 @@ func (o *offloader) run() {
 		}
 		unix.SchedSetaffinity(0, &set)
 	}
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 0)
+	// NB: an error leaves the thread as it was (the default policy), which
+	// only costs the workers' records some waiting.
+	_ = affinity.SetPolicy(true /* batch */, 0)
 	for {
 		o.mu.Lock()
 		if len(o.mu.queue) == 0 {

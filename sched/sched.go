@@ -176,12 +176,11 @@ func (p *Pool) fail(err error) {
 	p.off.poke()
 }
 
-// Saturated reports whether a working worker's tasks left it, in its last
-// measurement, less idle time than background work is guaranteed (see the
-// package doc, "Background work"): background work then runs on the
-// pool's own thread at the process's normal priority. Work outside the
-// pool that must progress under load, such as a checkpoint's commit, can
-// ask it to decide its own priority.
+// Saturated reports whether a working worker's tasks have left it less
+// idle time than background work is guaranteed (see the package doc,
+// "Background work"): its background work then runs on the pool's own
+// thread. Work outside the pool that must progress under load, such as a
+// checkpoint's commit, can ask it whether to go there too (Offload).
 func (p *Pool) Saturated() bool {
 	for _, w := range p.workers {
 		if w.bg.saturated.Load() && !w.resting.Load() && !w.done.Load() {

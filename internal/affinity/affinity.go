@@ -90,3 +90,29 @@ func ThreadCPU() time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// SetPolicy sets the calling OS thread's scheduling policy and niceness:
+// batch selects SCHED_BATCH, under which the kernel never lets the thread
+// preempt another when it wakes (it waits for the running thread's turn
+// to end) but gives it its fair share of the CPU all the same; otherwise
+// SCHED_NORMAL, the default. Call it from a goroutine locked to its thread.
+func SetPolicy(batch bool, nice int) error {
+	attr := unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: int32(nice)}
+	if batch {
+		attr.Policy = unix.SCHED_BATCH
+	}
+	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+		return fmt.Errorf("affinity: sched_setattr: %w", err)
+	}
+	return nil
+}
+
+// Policy returns the calling OS thread's scheduling policy
+// (unix.SCHED_NORMAL, unix.SCHED_BATCH, ...) and niceness.
+func Policy() (policy uint32, nice int, err error) {
+	attr, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("affinity: sched_getattr: %w", err)
+	}
+	return attr.Policy, int(attr.Nice), nil
+}

@@ -88,3 +88,34 @@ func TestYieldLetsTheWorldStop(t *testing.T) {
 		runtime.ReadMemStats(&ms) // stops the world
 	}
 }
+
+// TestSetPolicy: the thread's policy and niceness are what SetPolicy set,
+// and it can go back to the default.
+func TestSetPolicy(t *testing.T) {
+	// NB: on a thread of its own that exits with the goroutine (never
+	// unlocked), so that no other goroutine inherits what is set here.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		for _, c := range []struct {
+			batch bool
+			nice  int
+			want  uint32
+		}{{true, 0, unix.SCHED_BATCH}, {false, 10, unix.SCHED_NORMAL}, {true, 10, unix.SCHED_BATCH}} {
+			if err := SetPolicy(c.batch, c.nice); err != nil {
+				t.Error(err)
+				return
+			}
+			got, n, err := Policy()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if got != c.want || n != c.nice {
+				t.Errorf("SetPolicy(%v, %d): policy %d niceness %d, want %d and %d", c.batch, c.nice, got, n, c.want, c.nice)
+			}
+		}
+	}()
+	<-done
+}
