@@ -35,8 +35,10 @@ type Task struct {
 	next int   // round-robin position among Inputs
 	live int   // inputs not ended
 	// held is the input whose DATA frame (Channel.cur) a step stopped in
-	// part-way (see pushHeld); nil if none.
+	// part-way (see pushHeld); nil if none. cuts says steps may stop
+	// part-way through a frame: the task's checkpoints may be unaligned.
 	held      *Channel
+	cuts      bool
 	opened    bool
 	finishing bool // END passed down the chain; waiting for the frames to drain
 	dirtyAt   time.Time
@@ -46,7 +48,7 @@ type Task struct {
 }
 
 // maxStep bounds the time one step of a task with inputs takes (checked
-// after every frame, and between the pieces of a frame: see pushHeld).
+// every few frames, and between the pieces of a frame: see pushHeld).
 const maxStep = time.Millisecond
 
 // SourcePoll is how often a source that has nothing to read, and does not
@@ -239,6 +241,7 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 
 func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 	handled, dry := 0, false
+	var start time.Time // when the step began to push a frame it may cut; see pushHeld
 	for handled < t.Opts.Quantum {
 		if t.held == nil {
 			c, f, err := t.nextFrame()
@@ -256,7 +259,7 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 				c.Reader.Release(f)
 			}
 		}
-		if t.held != nil && !t.pushHeld(now) {
+		if t.held != nil && !t.pushHeld(now, &start) {
 			break // the step's time ran out part-way through a frame
 		}
 		handled++
@@ -265,7 +268,10 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 		}
 		// A step is short in time too, so that barriers, coordinator
 		// messages and timeouts are looked at often behind slow operators.
-		if time.Since(now) > maxStep {
+		// NB: now is when the worker's round began, and other tasks' steps
+		// may have used it up: only every few frames, so that this task
+		// still makes headway in a long round.
+		if !start.IsZero() && time.Since(start) > maxStep || handled%4 == 0 && time.Since(now) > maxStep {
 			break
 		}
 	}
@@ -285,32 +291,55 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 
 // firstPiece is how many records of a DATA frame a step pushes before it
 // first looks at the time; each later piece of the same frame is twice as
-// large. A frame of fast records goes in a few pieces; one whose records
-// take tens of microseconds each (a slow sink) is cut after about
+// large. A frame of fast records goes in a few pieces, and one of at most
+// firstPiece records in one, without a look at the clock; one whose
+// records take tens of microseconds each (a slow sink) is cut after about
 // maxStep, so that a barrier behind it, a checkpoint's unaligned snapshot
 // or the worker's other tasks do not wait for the whole frame.
 const firstPiece = 16
 
 // pushHeld pushes the records of the DATA frame the task holds, in pieces,
 // until all are pushed (it then releases the frame and reports true) or
-// the step has run past maxStep (the frame stays held, and the next step
-// goes on with it before reading anything else).
-func (t *Task) pushHeld(now time.Time) bool {
+// the step has spent maxStep since *start (the frame stays held, and the
+// next step goes on with it before reading anything else). *start is set
+// when the step first pushes a frame of more than firstPiece records left.
+//
+// Only a task whose checkpoints may be unaligned cuts its frames: there a
+// barrier is taken before the data in front of it, and its snapshot
+// should not wait for the rest of a frame; an aligned barrier waits for
+// that data anyway. Others push a frame whole, as one piece: cut steps
+// also make more, shorter rounds, and at light load, after a barrier,
+// the load review reads those as load and wakes a resting worker.
+func (t *Task) pushHeld(now time.Time, start *time.Time) bool {
 	c := t.held
 	n := c.cur.Count
+	if !t.cuts {
+		c.dec.push(c.done, n)
+		t.Ctx.Metrics.RecordsIn.Add(int64(n - c.done))
+		return t.releaseHeld(now)
+	}
+	if n-c.done > firstPiece && start.IsZero() {
+		*start = time.Now()
+	}
 	piece := firstPiece
 	for c.done < n {
 		to := min(c.done+piece, n)
 		c.dec.push(c.done, to)
 		t.Ctx.Metrics.RecordsIn.Add(int64(to - c.done))
 		c.done = to
-		if c.done < n && time.Since(now) > maxStep {
+		if c.done < n && time.Since(*start) > maxStep {
 			t.Ctx.Metrics.StepsCut.Add(1)
 			t.markDirty(now)
 			return false
 		}
 		piece *= 2
 	}
+	return t.releaseHeld(now)
+}
+
+// releaseHeld lets go of the frame the task held, all of it pushed.
+func (t *Task) releaseHeld(now time.Time) bool {
+	c := t.held
 	c.dec.close()
 	c.Reader.Release(c.cur)
 	c.cur, c.done, t.held = ring.Frame{}, 0, nil
@@ -578,13 +607,14 @@ func (t *Task) Deadline() time.Time {
 // checkpoints may be unaligned, barriers are looked for ahead of the read
 // positions.
 func (t *Task) checkpointChores(now time.Time) error {
+	a := t.Checkpoints.Aligner
 	if !t.replayed {
 		t.replayed = true
+		t.cuts = a.Config().AlignmentTimeout >= 0
 		if err := t.replay(); err != nil {
 			return err
 		}
 	}
-	a := t.Checkpoints.Aligner
 	if ns, ok := a.Deadline(); ok && now.UnixNano() >= ns {
 		if err := t.step(align.Input{Type: align.InputTick, NowNs: now.UnixNano()}, now); err != nil {
 			return err

@@ -131,7 +131,7 @@ func (w *Worker) Background(job func(s *Slice)) bool {
 			return false
 		}
 		to := w.forwardTo()
-		if to == nil && (b.offloaded.Load() > 0 || b.saturated.Load() && !w.resting.Load()) {
+		if to == nil && (b.offloaded.Load() > 0 || b.saturated.Load() && !w.pool.spare()) {
 			w.offloadLocked(job)
 			b.mu.Unlock()
 			return true
@@ -208,7 +208,8 @@ func (w *Worker) BackgroundPending() int { return int(w.bg.pending.Load()) }
 func (w *Worker) backgroundSlice(now time.Time, progress, rest bool) (d time.Duration, idle, ok bool) {
 	b := &w.bg
 	r := bgRound{now: time.Duration(sinceEpoch(now)), progress: progress, resting: rest,
-		running: b.next != nil, patientFrom: time.Duration(sinceEpoch(w.patientFrom()))}
+		running: b.next != nil, spare: w.pool.spare(),
+		patientFrom: time.Duration(sinceEpoch(w.patientFrom()))}
 	a := b.policy.next(r)
 	switch a {
 	case bgNone:
@@ -252,11 +253,11 @@ func (w *Worker) runSlice(now time.Time, d time.Duration, idle bool) {
 	}
 }
 
-// observeLoad feeds the worker's busy time to its background policy and
+// observeLoad feeds the worker's busy time and time behind to its background policy and
 // publishes whether it is saturated (worker's thread only).
 func (w *Worker) observeLoad(now time.Time) {
 	b := &w.bg
-	if b.policy.observe(time.Duration(sinceEpoch(now)), time.Duration(w.busyNs.Load())) {
+	if b.policy.observe(time.Duration(sinceEpoch(now)), time.Duration(w.busyNs.Load()), time.Duration(w.backlogNs.Load())) {
 		b.saturated.Store(b.policy.saturated())
 	}
 }

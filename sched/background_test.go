@@ -16,11 +16,12 @@ import (
 // busyTask always has work until stop is set; it records the thread it
 // runs on and counts its steps.
 type busyTask struct {
-	tid   atomic.Int32
-	steps atomic.Int64
-	stop  atomic.Bool
-	start func() // called on the first step
-	each  func() // called on every step, if set
+	tid    atomic.Int32
+	steps  atomic.Int64
+	stop   atomic.Bool
+	behind bool   // its steps report Backlogged rather than Progress
+	start  func() // called on the first step
+	each   func() // called on every step, if set
 }
 
 func (t *busyTask) Step(time.Time) (Status, error) {
@@ -35,6 +36,9 @@ func (t *busyTask) Step(time.Time) (Status, error) {
 	}
 	if t.stop.Load() {
 		return Done, nil
+	}
+	if t.behind {
+		return Backlogged, nil
 	}
 	return Progress, nil
 }
@@ -227,7 +231,8 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 }
 
 // TestSaturatedWorkerOffloads: jobs queued on a worker whose task always
-// has work wait for no idle time that never comes: once the worker has
+// has more work than it takes (Backlogged) wait for no idle time that
+// never comes: once the worker has
 // measured that it is saturated, they run, in the order queued, on the
 // pool's own thread, while the task keeps stepping on the worker's; Run
 // returns after they end. (Without the hand-over the jobs wait the pool's
@@ -244,7 +249,7 @@ func TestSaturatedWorkerOffloads(t *testing.T) {
 		steps int64 // the task's steps while the first job ran
 		ended atomic.Bool
 	)
-	task := &busyTask{}
+	task := &busyTask{behind: true}
 	task.start = func() {
 		w.Background(func(s *Slice) {
 			tids[0].Store(int32(unix.Gettid()))
@@ -488,5 +493,28 @@ func TestOffloadRunsOnBatchThread(t *testing.T) {
 	}
 	if policy != unix.SCHED_BATCH || nice != 0 {
 		t.Errorf("the pool's thread has policy %d niceness %d, want SCHED_BATCH (%d) and 0", policy, nice, unix.SCHED_BATCH)
+	}
+}
+
+// TestNotSaturatedWhileResting: the pool is saturated when a working
+// worker measured too little idle time, but never while a worker rests,
+// is asked to, or is lent: it then has a core to spare.
+func TestNotSaturatedWhileResting(t *testing.T) {
+	p := newPool(t, 2)
+	w0, w1 := p.Workers()[0], p.Workers()[1]
+	if p.Saturated() {
+		t.Fatal("a new pool is saturated")
+	}
+	w0.bg.saturated.Store(true)
+	if !p.Saturated() {
+		t.Fatal("worker 0 measured itself saturated, the pool is not")
+	}
+	for _, f := range []*atomic.Bool{&w1.restWanted, &w1.resting, &w1.lent} {
+		f.Store(true)
+		if p.Saturated() {
+			t.Errorf("the pool is saturated while worker 1 (rest wanted %v, resting %v, lent %v) is spare",
+				w1.restWanted.Load(), w1.resting.Load(), w1.lent.Load())
+		}
+		f.Store(false)
 	}
 }

@@ -22,14 +22,17 @@ const (
 	// each at light load), short enough that a checkpoint's work sees a
 	// change of load within a few windows.
 	bgWindow = 10 * time.Millisecond
-	// bgSaturatedWindows is how many windows in a row a worker's tasks
-	// must leave it under bgMinShare idle before it counts as saturated:
-	// a burst of work for the tasks, such as the copy-on-write after a
-	// checkpoint's barrier (a few milliseconds), is not saturation, and
-	// handing a large write-out to a thread of its own then takes a
-	// worker's core while the records of the burst wait. Ten windows is
-	// the horizon over which the load review judges a calm (restCalm).
-	bgSaturatedWindows = 10
+	// bgSaturatedWindows is how many windows a worker's measurements are
+	// averaged over: it is saturated when, over the last ones, its tasks
+	// left it under bgMinShare idle and were behind for at least
+	// restCalmShare of the time. A burst of work for the tasks, such as
+	// the copy-on-write after a checkpoint's barrier (a few milliseconds),
+	// is not saturation, and handing a large write-out to a thread of its
+	// own then takes a worker's core while the records of the burst wait;
+	// an average rather than every window, because a saturated worker
+	// still has a window with some idle time now and then (its outputs
+	// full for a moment).
+	bgSaturatedWindows = 5
 	// bgSlice is how long a slice of background work runs, at most (give
 	// or take the interval between its Pause calls), before its worker
 	// steps the tasks again: the longest a record that arrives meanwhile
@@ -56,12 +59,14 @@ const (
 // every method takes the time (since any fixed origin) and what the
 // worker observed.
 type bgPolicy struct {
-	// The current window of the idle-share measurement: when it began and
-	// the worker's cumulative busy time then.
-	winStart, winBusy time.Duration
-	started           bool
-	idle              float64 // share of the last window the tasks left idle
-	short             int     // windows in a row with idle under bgMinShare
+	// The current window of the measurement: when it began, and the
+	// worker's cumulative busy and behind times then.
+	winStart, winBusy, winBehind time.Duration
+	started                      bool
+	// The last bgSaturatedWindows windows' shares of idle time and of
+	// time behind, and how many windows have been measured.
+	recent [bgSaturatedWindows]struct{ idle, behind float64 }
+	n      int
 
 	// last is when the worker last gave the work a slice; zero (never)
 	// after the last job ends. lastCPU is the thread's CPU clock at the
@@ -76,31 +81,53 @@ type bgPolicy struct {
 const afterIdle = -1
 
 // observe feeds the worker's cumulative time in rounds where a task made
-// progress (busy), at now. At the end of each window it updates the idle
-// share and reports true.
-func (p *bgPolicy) observe(now, busy time.Duration) bool {
+// progress (busy) and in rounds where one was Backlogged (behind), at now.
+// At the end of each window it records the window's shares and reports
+// true.
+func (p *bgPolicy) observe(now, busy, behind time.Duration) bool {
 	if !p.started {
-		p.winStart, p.winBusy, p.started, p.idle = now, busy, true, 1
+		p.winStart, p.winBusy, p.winBehind, p.started = now, busy, behind, true
 		return false
 	}
 	span := now - p.winStart
 	if span < bgWindow {
 		return false
 	}
-	p.idle = min(max(1-float64(busy-p.winBusy)/float64(span), 0), 1)
-	p.winStart, p.winBusy = now, busy
-	if p.idle < bgMinShare {
-		p.short++
-	} else {
-		p.short = 0
-	}
+	w := &p.recent[p.n%bgSaturatedWindows]
+	w.idle = min(max(1-float64(busy-p.winBusy)/float64(span), 0), 1)
+	w.behind = min(max(float64(behind-p.winBehind)/float64(span), 0), 1)
+	p.winStart, p.winBusy, p.winBehind = now, busy, behind
+	p.n++
 	return true
 }
 
-// saturated reports whether the worker's tasks have left it less idle time
-// than background work is guaranteed in each of the last
-// bgSaturatedWindows windows.
-func (p *bgPolicy) saturated() bool { return p.short >= bgSaturatedWindows }
+// shares returns the mean shares of idle time and of time behind over the
+// recent windows; all idle before any window was measured.
+func (p *bgPolicy) shares() (idle, behind float64) {
+	k := min(p.n, bgSaturatedWindows)
+	if k == 0 {
+		return 1, 0
+	}
+	for _, w := range p.recent[:k] {
+		idle, behind = idle+w.idle, behind+w.behind
+	}
+	return idle / float64(k), behind / float64(k)
+}
+
+// saturated reports whether, over the last bgSaturatedWindows windows,
+// the worker's tasks left it less idle time than background work is
+// guaranteed (bgMinShare) while the load was not calm: they were behind
+// for at least restCalmShare of the time, the share under which the load
+// review calls a worker calm. NB: both, because a worker that finds a
+// record at every round at light load (one hosting a resting worker's
+// tasks) is busy all the time, yet calm, with room to spare.
+func (p *bgPolicy) saturated() bool {
+	if p.n < bgSaturatedWindows {
+		return false
+	}
+	idle, behind := p.shares()
+	return idle < bgMinShare && behind >= restCalmShare
+}
 
 // bgRound is what a worker with pending background work observed in one
 // round of its loop.
@@ -109,6 +136,7 @@ type bgRound struct {
 	progress bool // a task made progress this round
 	resting  bool // the worker rests: it has no tasks to step
 	running  bool // a job has started on this thread and not finished
+	spare    bool // a worker of the pool rests, is asked to, or is lent
 	// patientFrom is when the pending work will have waited the pool's
 	// patience (see Options.BackgroundPatience).
 	patientFrom time.Duration
@@ -136,7 +164,8 @@ func (a bgAction) String() string {
 //   - a resting worker runs it in slices of restSlice;
 //   - a saturated worker hands jobs that have not started to the pool's
 //     thread (a job already running stays: it runs as a coroutine of
-//     this thread);
+//     this thread), unless the pool has a worker to spare (one that rests
+//     or is lent runs background work on its own core; see Resting);
 //   - tasks that made no progress leave the round to the work (an idle
 //     slice);
 //   - work behind busy tasks gets a slice every bgBusyPeriod once it has
@@ -147,7 +176,7 @@ func (p *bgPolicy) next(r bgRound) bgAction {
 	switch {
 	case r.resting:
 		return bgRest
-	case !r.running && p.saturated():
+	case !r.running && !r.spare && p.saturated():
 		return bgOffload
 	case !r.progress:
 		return bgIdle

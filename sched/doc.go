@@ -200,8 +200,8 @@
 //	                 │ no
 //	                 ▼
 //	          saturated? ──yes──► the pool's thread (offload.go)
-//	   (tasks left < 1/5 idle    unpinned, SCHED_BATCH, jobs in order
-//	    for ten 10ms windows)
+//	   (< 1/5 idle and not       unpinned, SCHED_BATCH, jobs in order
+//	    calm, ten 10ms windows)
 //	                 │ no
 //	                 ▼
 //	   slices on the worker's own thread, as a coroutine:
@@ -216,11 +216,15 @@
 // The guarantee (DESIGN.md's invariant 6): while work is pending, it runs
 // at a share of at least bgMinShare (1/5) of a core, whatever the load. A
 // worker measures, over windows of 10ms, the share of its time in rounds
-// where no task made progress. If that share is at least 1/5, the work
-// runs in that idle time, where it delays no record by more than a Pause.
-// If it is less in ten windows in a row (a burst of work for the tasks,
-// such as the copy-on-write after a barrier, is not saturation), the
-// worker is saturated, and jobs that have not started go to the pool's
+// where no task made progress, and in rounds where one was behind
+// (Backlogged). If the idle share is at least 1/5, the work runs in that
+// idle time, where it delays no record by more than a Pause. If it is
+// less while the tasks were behind for at least a tenth of the time (the
+// share under which the load review calls a worker calm: one that finds
+// a record at every round at light load is busy, yet calm), in ten
+// windows in a row (a burst of work for the tasks, such as the
+// copy-on-write after a barrier, is not saturation), the worker is
+// saturated, and jobs that have not started go to the pool's
 // own thread: an OS thread at the process's normal niceness, which the
 // kernel's fair scheduler shares the cores with, as it does each worker
 // (beside W busy workers on W cores it gets about W/(W+1) of a core). Its

@@ -174,7 +174,7 @@ func (w *Worker) rest() {
 	// NB: a resting worker's core is free: its background work runs here,
 	// and its load is measured anew when it is back.
 	w.bg.saturated.Store(false)
-	w.bg.policy.started, w.bg.policy.short = false, 0
+	w.bg.policy.started, w.bg.policy.n = false, 0
 	w.rests.Add(1)
 	start := time.Now()
 	for {

@@ -177,13 +177,31 @@ func (p *Pool) fail(err error) {
 }
 
 // Saturated reports whether a working worker's tasks have left it less
-// idle time than background work is guaranteed (see the package doc,
-// "Background work"): its background work then runs on the pool's own
-// thread. Work outside the pool that must progress under load, such as a
-// checkpoint's commit, can ask it whether to go there too (Offload).
+// idle time than background work is guaranteed, and no worker is spare
+// (see the package doc, "Background work"): background work then runs on
+// the pool's own thread. Work outside the pool that must progress under
+// load, such as a checkpoint's commit, can ask it whether to go there too
+// (Offload).
 func (p *Pool) Saturated() bool {
+	if p.spare() {
+		return false
+	}
 	for _, w := range p.workers {
-		if w.bg.saturated.Load() && !w.resting.Load() && !w.done.Load() {
+		if w.bg.saturated.Load() && !w.done.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// spare reports whether a worker rests, is asked to, or is lent: the load
+// review found the load calm, and the pool has a core to spare for
+// background work. NB: a worker that hosts a resting one's tasks at light
+// load finds a record at every round, so its measured idle time says
+// little; the pool is not saturated then, whatever it says.
+func (p *Pool) spare() bool {
+	for _, w := range p.workers {
+		if w.restWanted.Load() || w.resting.Load() || w.lent.Load() {
 			return true
 		}
 	}
