@@ -283,10 +283,10 @@ func (w *Worker) offloadQueue() {
 func (w *Worker) offloadLocked(job func(*Slice)) {
 	b := &w.bg
 	b.offloaded.Add(1)
-	w.pool.off.add(func(s *Slice) {
+	w.pool.off.add(offJob{batch: true, run: func(s *Slice) {
 		defer b.offloaded.Add(-1)
 		job(s)
-	})
+	}})
 }
 
 // patient reports whether the pending work has waited the pool's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -458,26 +459,35 @@ func TestBackgroundSkipsExitedWorker(t *testing.T) {
 	}
 }
 
-// TestOffloadRunsOnBatchThread: Pool.Offload runs work from outside the
-// pool on the pool's own thread, after what was given before, under
-// SCHED_BATCH at the normal niceness (so that it never preempts a worker
-// when it wakes), and Run waits for it.
-func TestOffloadRunsOnBatchThread(t *testing.T) {
+// TestOffloadRunsOnPoolThread: work a saturated worker hands over and work
+// from outside the pool (Pool.Offload) run on the pool's own thread, in
+// the order handed over, at the normal niceness: the first under
+// SCHED_BATCH (so that it never preempts a worker when it wakes), the
+// second, which sleeps on the disk, under the default policy; Run waits
+// for both.
+func TestOffloadRunsOnPoolThread(t *testing.T) {
 	p := newPool(t, 1)
 	w := p.Workers()[0]
-	var (
-		order  []int
-		policy uint32
-		nice   = -1
+	type seen struct {
+		job    string
 		tid    int
-	)
+		policy uint32
+		nice   int
+	}
+	var got []seen
+	note := func(job string) func(*Slice) {
+		return func(*Slice) {
+			policy, nice, _ := affinity.Policy()
+			got = append(got, seen{job, unix.Gettid(), policy, nice})
+		}
+	}
 	task := &busyTask{}
 	task.start = func() {
-		p.Offload(func(*Slice) { order = append(order, 1) })
-		p.Offload(func(*Slice) {
-			order = append(order, 2)
-			tid = unix.Gettid()
-			policy, nice, _ = affinity.Policy()
+		w.bg.saturated.Store(true) // as if measured: its jobs go to the pool's thread
+		w.Background(note("worker"))
+		p.Offload(note("offload"))
+		w.Background(func(s *Slice) {
+			note("worker again")(s)
 			task.stop.Store(true)
 		})
 	}
@@ -485,14 +495,20 @@ func TestOffloadRunsOnBatchThread(t *testing.T) {
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(order) != 2 || order[0] != 1 || order[1] != 2 {
-		t.Fatalf("offloaded work ran in the order %v, want [1 2]", order)
+	want := []struct {
+		job    string
+		policy uint32
+	}{{"worker", unix.SCHED_BATCH}, {"offload", unix.SCHED_NORMAL}, {"worker again", unix.SCHED_BATCH}}
+	if len(got) != len(want) {
+		t.Fatalf("ran %v, want %v", got, want)
 	}
-	if tid == int(task.tid.Load()) {
-		t.Errorf("offloaded work ran on the worker's thread %d", tid)
-	}
-	if policy != unix.SCHED_BATCH || nice != 0 {
-		t.Errorf("the pool's thread has policy %d niceness %d, want SCHED_BATCH (%d) and 0", policy, nice, unix.SCHED_BATCH)
+	for i, g := range got {
+		if g.job != want[i].job || g.policy != want[i].policy || g.nice != 0 {
+			t.Errorf("job %d: %+v, want %s under policy %d at niceness 0", i, g, want[i].job, want[i].policy)
+		}
+		if g.tid == int(task.tid.Load()) || g.tid != got[0].tid {
+			t.Errorf("job %s ran on thread %d: the worker's is %d, the pool's %d", g.job, g.tid, task.tid.Load(), got[0].tid)
+		}
 	}
 }
 
@@ -516,5 +532,45 @@ func TestNotSaturatedWhileResting(t *testing.T) {
 				w1.restWanted.Load(), w1.resting.Load(), w1.lent.Load())
 		}
 		f.Store(false)
+	}
+}
+
+// TestOffloadWhileRunEnds: work handed to the pool's thread while Run is
+// ending, and after it has returned, runs exactly once each; Run returns
+// whatever arrives meanwhile. (The thread's exit raced with new work,
+// which the race detector caught as a WaitGroup reused during its Wait.)
+func TestOffloadWhileRunEnds(t *testing.T) {
+	const n = 2000
+	for round := range 5 {
+		p := newPool(t, 1)
+		w := p.Workers()[0]
+		var ran [n]atomic.Int32
+		var all sync.WaitGroup
+		all.Add(n)
+		started := make(chan struct{})
+		task := &busyTask{}
+		task.start = func() {
+			go func() {
+				close(started)
+				for i := range n {
+					p.Offload(func(*Slice) {
+						ran[i].Add(1)
+						all.Done()
+					})
+				}
+			}()
+			<-started
+			task.stop.Store(true)
+		}
+		w.Add(task)
+		if err := p.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		all.Wait()
+		for i := range ran {
+			if c := ran[i].Load(); c != 1 {
+				t.Fatalf("round %d: job %d ran %d times", round, i, c)
+			}
+		}
 	}
 }

@@ -9,10 +9,11 @@ import "time"
 const (
 	// bgMinShare is the share of one core a worker's pending background
 	// work is guaranteed. A worker whose tasks left it at least this much
-	// idle time in the last bgWindow runs the work in that idle time;
-	// one whose tasks left less (it is saturated) hands its work to the
-	// pool's own thread, which the kernel's fair scheduler gives a share
-	// of the cores like any worker's. At 1/5 the asynchronous part of a
+	// idle time (averaged over bgSaturatedWindows windows) runs the work
+	// there; one whose tasks left less at a load that is not calm (it is
+	// saturated) hands its work to the pool's own thread, which the
+	// kernel's fair scheduler gives a share of the cores like any
+	// worker's. At 1/5 the asynchronous part of a
 	// checkpoint takes at most about five times its own CPU time; a
 	// lower share would let a write-out of ~1MB of in-flight data (~2ms
 	// of encoding) wait tens of milliseconds in slivers of idle time.

@@ -201,7 +201,7 @@
 //	                 ▼
 //	          saturated? ──yes──► the pool's thread (offload.go)
 //	   (< 1/5 idle and not       unpinned, SCHED_BATCH, jobs in order
-//	    calm, ten 10ms windows)
+//	    calm, over five 10ms)
 //	                 │ no
 //	                 ▼
 //	   slices on the worker's own thread, as a coroutine:
@@ -216,28 +216,33 @@
 // The guarantee (DESIGN.md's invariant 6): while work is pending, it runs
 // at a share of at least bgMinShare (1/5) of a core, whatever the load. A
 // worker measures, over windows of 10ms, the share of its time in rounds
-// where no task made progress, and in rounds where one was behind
-// (Backlogged). If the idle share is at least 1/5, the work runs in that
-// idle time, where it delays no record by more than a Pause. If it is
-// less while the tasks were behind for at least a tenth of the time (the
-// share under which the load review calls a worker calm: one that finds
-// a record at every round at light load is busy, yet calm), in ten
-// windows in a row (a burst of work for the tasks, such as the
-// copy-on-write after a barrier, is not saturation), the worker is
-// saturated, and jobs that have not started go to the pool's
-// own thread: an OS thread at the process's normal niceness, which the
-// kernel's fair scheduler shares the cores with, as it does each worker
-// (beside W busy workers on W cores it gets about W/(W+1) of a core). Its
-// policy is SCHED_BATCH: woken, it waits for the running worker's turn to
-// end rather than preempting it, so a worker is not switched out half-way
-// through a barrier's synchronous snapshot. A job queued while the worker
-// is saturated goes
-// there directly, and so do later ones while any is still there, so that
-// they run in the order queued. A job already running as a coroutine of
-// the worker's thread stays and takes busy slices. Pool.Saturated reports
-// the state, and Pool.Offload runs work from outside the pool with the
-// same need on that thread (a checkpoint's commit, which would otherwise
-// run at niceness 10).
+// where no task made progress (idle), and in rounds where one was behind
+// (Backlogged), and averages both over the last five windows. While the
+// idle share is at least 1/5, the work runs in that idle time, where it
+// delays no record by more than a Pause, or in busy slices once it has
+// waited its patience. When it is less while the tasks were behind for at
+// least a tenth of the time (the share under which the load review calls
+// a worker calm: one that finds a record at every round at light load is
+// busy, yet calm), the worker is saturated: a burst of work for the
+// tasks, such as the copy-on-write after a barrier, is not, as the
+// average spans 50ms, nor is any worker while another rests, is asked to
+// or is lent (the pool then has a core to spare, and worker 0 passes its
+// jobs there). Jobs of a saturated worker that have not started go to
+// the pool's own thread: an OS thread at the process's normal niceness,
+// which the kernel's fair scheduler shares the cores with, as it does
+// each worker (beside W busy workers on W cores it gets about W/(W+1) of
+// a core). For these jobs its policy is SCHED_BATCH: woken, it waits for
+// the running worker's turn to end rather than preempting it, so a worker
+// is not switched out half-way through a barrier's synchronous snapshot.
+// A job queued while the worker is saturated goes there directly, and so
+// do later ones while any is still there, so that they run in the order
+// queued. A job already running as a coroutine of the worker's thread
+// stays and takes busy slices. Pool.Saturated reports the state, and
+// Pool.Offload runs work from outside the pool with the same need on that
+// thread (a checkpoint's commit, which would otherwise run at niceness
+// 10), under the default policy: it sleeps on the disk several times and
+// has little to compute, and under SCHED_BATCH it would wait for a
+// worker's turn at every wake-up.
 //
 // Why not always a thread of its own: at light load such a thread takes a
 // pinned worker's core for a kernel time slice (or until it yields, which

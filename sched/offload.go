@@ -20,38 +20,49 @@ import (
 // the tasks are. Its policy is SCHED_BATCH: when it wakes it waits for the
 // running worker's turn to end instead of preempting it, so that a worker
 // is not switched out in the middle of a barrier's synchronous snapshot,
-// which takes microseconds, by work that can wait for a tick. It runs jobs
-// one at a time, in the order handed over, to the end: its Slice never
-// pauses, and reports false only once the pool stops.
+// which takes microseconds, by work that can wait for a tick. Work handed
+// over with Pool.Offload (a commit) runs under the default policy
+// instead: it sleeps on the disk several times, and under SCHED_BATCH it
+// would wait for a worker's turn to end at every wake-up; it has little to
+// compute. It runs jobs one at a time, in the order handed over, to the
+// end: its Slice never pauses, and reports false only once the pool
+// stops.
 type offloader struct {
 	pool *Pool
 	mu   struct {
 		sync.Mutex
-		queue   []func(*Slice)
+		queue   []offJob
 		running bool // the thread has started and not exited
 		last    bool // no worker runs any more: exit once the queue is empty
 	}
-	bell chan struct{}
-	wg   sync.WaitGroup
+	exited sync.Cond // on mu: running became false
+	bell   chan struct{}
+}
+
+// offJob is a job for the pool's thread, and whether it runs under
+// SCHED_BATCH.
+type offJob struct {
+	run   func(*Slice)
+	batch bool
 }
 
 // Offload runs job on the pool's own thread, after what it has been
-// given before (see the package doc, "Background work"). It is for work
-// that must progress while the pool is saturated (Saturated) and may block
-// on I/O, such as a checkpoint's commit. job's Slice never pauses; it
-// reports false once the pool stops, and job should then return soon.
-func (p *Pool) Offload(job func(*Slice)) { p.off.add(job) }
+// given before (see the package doc, "Background work"), under the
+// default scheduling policy. It is for work that must progress while the
+// pool is saturated (Saturated) and blocks on I/O, such as a checkpoint's
+// commit. job's Slice never pauses; it reports false once the pool stops,
+// and job should then return soon.
+func (p *Pool) Offload(job func(*Slice)) { p.off.add(offJob{run: job}) }
 
 // add queues job and starts the thread if it is not running. Callers hold
 // the handing worker's background lock, so a worker's jobs arrive in order.
-func (o *offloader) add(job func(*Slice)) {
+func (o *offloader) add(job offJob) {
 	o.mu.Lock()
 	o.mu.queue = append(o.mu.queue, job)
 	start := !o.mu.running
 	o.mu.running = true
 	o.mu.Unlock()
 	if start {
-		o.wg.Add(1)
 		go o.run()
 	}
 	select {
@@ -60,14 +71,20 @@ func (o *offloader) add(job func(*Slice)) {
 	}
 }
 
-// finish tells the thread that no worker runs any more; it exits once it
-// has run what it has. Pool.Run then waits for it.
+// finish tells the thread that no worker runs any more, and waits until it
+// has run what it has and exited. Pool.Run calls it last. NB: work handed
+// over later (a commit after the pool ended) still runs, on a thread
+// started anew, which nothing waits for but the caller.
 func (o *offloader) finish() {
 	o.mu.Lock()
 	o.mu.last = true
 	o.mu.Unlock()
 	o.poke()
-	o.wg.Wait()
+	o.mu.Lock()
+	for o.mu.running {
+		o.exited.Wait()
+	}
+	o.mu.Unlock()
 }
 
 func (o *offloader) poke() {
@@ -78,7 +95,6 @@ func (o *offloader) poke() {
 }
 
 func (o *offloader) run() {
-	defer o.wg.Done()
 	// NB: locked for good, so that the thread exits with the goroutine and
 	// its mask and niceness never pass to another goroutine; both are set
 	// explicitly, as a new thread inherits them from whichever thread the
@@ -91,14 +107,14 @@ func (o *offloader) run() {
 		}
 		unix.SchedSetaffinity(0, &set)
 	}
-	// NB: an error leaves the thread as it was (the default policy), which
-	// only costs the workers' records some waiting.
-	_ = affinity.SetPolicy(true /* batch */, 0)
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 0)
+	batch := false
 	for {
 		o.mu.Lock()
 		if len(o.mu.queue) == 0 {
 			if o.mu.last {
 				o.mu.running = false
+				o.exited.Broadcast()
 				o.mu.Unlock()
 				return
 			}
@@ -107,10 +123,17 @@ func (o *offloader) run() {
 			continue
 		}
 		job := o.mu.queue[0]
-		o.mu.queue[0] = nil
+		o.mu.queue[0] = offJob{}
 		o.mu.queue = o.mu.queue[1:]
 		o.mu.Unlock()
-		o.runJob(job)
+		if job.batch != batch {
+			// NB: an error leaves the thread under the policy it had,
+			// which costs only some waiting, the workers' or the job's.
+			if affinity.SetPolicy(job.batch, 0) == nil {
+				batch = job.batch
+			}
+		}
+		o.runJob(job.run)
 	}
 }
 

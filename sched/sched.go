@@ -111,6 +111,7 @@ func New(opts Options) (*Pool, error) {
 	}
 	p := &Pool{spin: n <= len(cpus), noSteal: opts.NoSteal, patience: max(opts.BackgroundPatience, 0)}
 	p.off.pool, p.off.bell = p, make(chan struct{}, 1)
+	p.off.exited.L = &p.off.mu.Mutex
 	p.rest.off = opts.NoRest || n == 1
 	p.rest.active = n
 	if opts.BackgroundPatience == 0 {
