@@ -71,12 +71,16 @@ func TestUnalignedPartialFrames(t *testing.T) {
 			}
 			// The slow map is chained into the check's task, and fails
 			// there: a restore then needs the check's state and the
-			// channel state of its inputs.
+			// channel state of its inputs. It fails only once more
+			// checkpoints have completed than the job has restarted, so
+			// that every restore has one to restore.
 			var failures, seen atomic.Int64
 			fail := failAfter(job, failAt, &failures, &seen)
 			slow := ringflow.Map(checked, "slow", func(s string) string {
 				spin(20 * time.Microsecond)
-				fail(event{})
+				if completed(job) > job.Restarts() {
+					fail(event{})
+				}
 				return s
 			})
 			ringflow.TxnSink(slow, "out", ringflow.FileSink(filepath.Join(dir, "out")))
@@ -105,4 +109,15 @@ func TestUnalignedPartialFrames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// completed counts the job's completed checkpoints.
+func completed(job *ringflow.Job) int {
+	n := 0
+	for _, c := range job.Checkpoints() {
+		if c.Status == "completed" {
+			n++
+		}
+	}
+	return n
 }
