@@ -39,7 +39,9 @@ func TestUnalignedPartialFrames(t *testing.T) {
 	for i, v := range []struct{ varSize, timed bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
 		seed := base + uint64(i)
 		t.Run(fmt.Sprintf("var=%v/timed=%v/%d", v.varSize, v.timed, seed), func(t *testing.T) {
-			const keys, perKey = 16, 600
+			// 24,000 records at 20µs: ~0.25 s a run, long enough for
+			// checkpoints every 5ms to complete before the failures.
+			const keys, perKey = 16, 1500
 			rnd := rand.New(rand.NewPCG(seed, 9))
 			// After the first checkpoints: a restore from nothing would
 			// not exercise channel state.
