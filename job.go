@@ -52,7 +52,7 @@ type Config struct {
 	// (madvise MADV_HUGEPAGE, Linux). At millions of keys updates then
 	// rarely miss the TLB: keyed-count at 1M keys ran about 7% faster on the
 	// machine of docs/perf.md. Off by default: with it the slowest 1% of
-	// records were slower there (docs/perf.md, thirteenth session), and
+	// records were slower there (docs/perf.md, "Copy-on-write state"), and
 	// each state table holds up to 8 MiB it has not used yet.
 	HugePages bool
 	// Checkpoint configures checkpoints; they are off unless

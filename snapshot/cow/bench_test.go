@@ -324,7 +324,7 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 // records/s), the time the updates right after a Freeze take, per update,
 // in three windows (the first millisecond, up to 5 ms, up to 20 ms), and
 // the page copies (begun) and chunk copies per update in each (docs/perf.md,
-// twelfth and fifteenth sessions).
+// "Copy-on-write state").
 // batch=1 updates one key a microsecond; batch=16 sixteen keys every 16µs,
 // after a Prefetch of their hashes, as the keyed operators do with a frame
 // of records. The ahead cases spend the time between updates in CopyAhead,
