@@ -105,7 +105,7 @@
 // copy and a chunk, not sixteen chunk copies. A partial page that a freeze
 // catches belongs to that snapshot as it is, and its next write copies it
 // whole. Reads pay one predictable branch (base == nil) while no page is
-// partial. docs/perf.md (fifteenth session) has the measurements.
+// partial. docs/perf.md ("Copy-on-write state") has the measurements.
 //
 // # Concurrency
 //
