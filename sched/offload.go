@@ -65,10 +65,7 @@ func (o *offloader) add(job offJob) {
 	if start {
 		go o.run()
 	}
-	select {
-	case o.bell <- struct{}{}:
-	default:
-	}
+	o.poke()
 }
 
 // finish tells the thread that no worker runs any more, and waits until it
@@ -87,6 +84,7 @@ func (o *offloader) finish() {
 	o.mu.Unlock()
 }
 
+// poke wakes the thread if it waits for work.
 func (o *offloader) poke() {
 	select {
 	case o.bell <- struct{}{}:

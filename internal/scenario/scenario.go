@@ -144,55 +144,38 @@ func (c Command) String(key, def string) string {
 // Int returns argument key as an integer, or def.
 func (c Command) Int(t *testing.T, key string, def int) int {
 	t.Helper()
-	v, ok := c.Args[key]
-	if !ok {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s: %s=%q: %v", c.Where, key, v, err)
-	}
-	return n
+	return arg(t, c, key, def, strconv.Atoi)
 }
 
 // Float returns argument key as a number, or def.
 func (c Command) Float(t *testing.T, key string, def float64) float64 {
 	t.Helper()
-	v, ok := c.Args[key]
-	if !ok {
-		return def
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil {
-		t.Fatalf("%s: %s=%q: %v", c.Where, key, v, err)
-	}
-	return f
+	return arg(t, c, key, def, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) })
 }
 
 // Duration returns argument key as a Go duration, or def.
 func (c Command) Duration(t *testing.T, key string, def time.Duration) time.Duration {
 	t.Helper()
-	v, ok := c.Args[key]
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("%s: %s=%q: %v", c.Where, key, v, err)
-	}
-	return d
+	return arg(t, c, key, def, time.ParseDuration)
 }
 
 // Bool returns argument key as a boolean, or def.
 func (c Command) Bool(t *testing.T, key string, def bool) bool {
 	t.Helper()
+	return arg(t, c, key, def, strconv.ParseBool)
+}
+
+// arg parses argument key of c with parse, or returns def if c has none;
+// a value that does not parse fails the test.
+func arg[T any](t *testing.T, c Command, key string, def T, parse func(string) (T, error)) T {
+	t.Helper()
 	v, ok := c.Args[key]
 	if !ok {
 		return def
 	}
-	b, err := strconv.ParseBool(v)
+	x, err := parse(v)
 	if err != nil {
 		t.Fatalf("%s: %s=%q: %v", c.Where, key, v, err)
 	}
-	return b
+	return x
 }
