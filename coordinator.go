@@ -24,7 +24,11 @@ type CheckpointStats struct {
 	BytesReused  uint64 // referenced from earlier checkpoints instead of written
 	Status       string // "completed", or "failed: <why>"
 	Final        bool   // taken at the end of input
-	Subtasks     []SubtaskCheckpointStats
+	// Written is the time from the trigger until every subtask's part was
+	// written; the rest of Duration is the commit (Prepare, then the sync
+	// that makes the checkpoint durable).
+	Written  time.Duration
+	Subtasks []SubtaskCheckpointStats
 }
 
 // SubtaskCheckpointStats describe one task's part of a checkpoint, named by
@@ -120,6 +124,7 @@ type inflight struct {
 	final    bool
 	ops      map[string]int // store operator ids → parallelism, for the manifest
 	subtasks []SubtaskCheckpointStats
+	written  time.Time // when the last part was written
 	timeout  *time.Timer
 }
 
@@ -541,6 +546,9 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 		f.ops[op] = c.job.parallelismOf(op)
 	}
 	done := f.acks == len(c.tasks)
+	if done {
+		f.written = time.Now()
+	}
 	c.mu.Unlock()
 	if !done {
 		return
@@ -593,7 +601,7 @@ func (c *coordinator) commit(f *inflight) {
 	// is reported even if the job stopped meanwhile.
 	c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
 		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
-		Final: f.final, Subtasks: f.subtasks})
+		Final: f.final, Written: f.written.Sub(f.trigger), Subtasks: f.subtasks})
 	c.mu.Lock()
 	if c.mu.inflight[f.id] != f {
 		c.mu.Unlock()

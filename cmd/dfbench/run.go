@@ -424,6 +424,8 @@ type ckEntry struct {
 	StartDelayMaxUs float64 `json:"start_delay_max_us"`
 	AlignmentMaxUs  float64 `json:"alignment_max_us"`
 	SyncMaxUs       float64 `json:"sync_max_us"`
+	AsyncMaxUs      float64 `json:"async_max_us"`
+	WrittenMs       float64 `json:"written_ms"` // trigger to every part written; the rest is the commit
 	BytesWritten    uint64  `json:"bytes_written"`
 	BytesReused     uint64  `json:"bytes_reused"`
 }
@@ -433,11 +435,12 @@ func ckSummaryOf(e pipelines.Result) *ckSummary {
 	var dur, sync, align []float64
 	for _, c := range e.Checkpoints {
 		entry := ckEntry{ID: c.ID, Status: c.Status, Final: c.Final, TriggerUnixUs: c.Trigger.UnixMicro(), DurationMs: ckMs(c.Duration),
-			BytesWritten: c.BytesWritten, BytesReused: c.BytesReused}
+			WrittenMs: ckMs(c.Written), BytesWritten: c.BytesWritten, BytesReused: c.BytesReused}
 		for _, st := range c.Subtasks {
 			entry.StartDelayMaxUs = max(entry.StartDelayMaxUs, float64(st.StartDelay)/1e3)
 			entry.AlignmentMaxUs = max(entry.AlignmentMaxUs, float64(st.Alignment)/1e3)
 			entry.SyncMaxUs = max(entry.SyncMaxUs, float64(st.Sync)/1e3)
+			entry.AsyncMaxUs = max(entry.AsyncMaxUs, float64(st.Async)/1e3)
 		}
 		s.History = append(s.History, entry)
 		if c.Status != "completed" {

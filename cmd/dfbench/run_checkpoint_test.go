@@ -64,10 +64,13 @@ func TestRunCheckpointJSON(t *testing.T) {
 	delays := 0
 	for i, h := range ck["history"].([]any) {
 		e := h.(map[string]any)
-		want := []string{"alignment_max_us", "bytes_reused", "bytes_written", "duration_ms", "final", "id",
-			"start_delay_max_us", "status", "sync_max_us", "trigger_unix_us"}
+		want := []string{"alignment_max_us", "async_max_us", "bytes_reused", "bytes_written", "duration_ms", "final", "id",
+			"start_delay_max_us", "status", "sync_max_us", "trigger_unix_us", "written_ms"}
 		if got := sortedKeys(e); !reflect.DeepEqual(got, want) {
 			t.Fatalf("history entry %d keys %v, want %v", i, got, want)
+		}
+		if w, d := e["written_ms"].(float64), e["duration_ms"].(float64); e["status"] == "completed" && (w <= 0 || w > d) {
+			t.Errorf("history entry %d: written after %v ms of %v, want within the checkpoint's duration", i, w, d)
 		}
 		if e["status"] == "completed" && e["start_delay_max_us"].(float64) > 0 && e["alignment_max_us"].(float64) >= 0 {
 			delays++ // the keyed subtasks see their first barrier after the trigger
