@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/sched"
@@ -356,7 +354,9 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 // worker): processing never waits for it, so on a machine whose cores the
 // workers keep busy, the writer yields to them. Niceness sets only the
 // writer's share of a core; how long it keeps the core once it runs is
-// bounded by cpuYielder. While the pool is saturated that share is about
+// bounded by cpuYielder, and it asks the kernel for its shortest slice
+// (affinity.ShortSlice), so that each of a commit's wake-ups from the disk
+// runs soon and briefly. While the pool is saturated that share is about
 // a tenth of a core, and a commit would take ten times its own work: the
 // commit then runs on the pool's own thread (see commitNow).
 const writerNice = 10
@@ -364,12 +364,14 @@ const writerNice = 10
 func (c *coordinator) writeLoop() {
 	defer c.wg.Done()
 	// NB: the goroutine keeps its thread locked to the end, so the thread
-	// exits with it and its niceness never spreads to other goroutines.
+	// exits with it and its policy never spreads to other goroutines.
 	runtime.LockOSThread()
+	// NB: an error leaves the thread at the default niceness and slice;
+	// the workers then wait longer for the writer's turns to end.
+	affinity.SetPolicy(affinity.Policy{Nice: writerNice, Slice: affinity.ShortSlice})
 	if testOnWriterThread != nil {
 		testOnWriterThread()
 	}
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), writerNice)
 	for {
 		select {
 		case <-c.done:

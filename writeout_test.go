@@ -8,22 +8,26 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringflow/ringflow/internal/affinity"
 )
 
 // TestWriteOutOnWorkers: a task's state is written out by the pool that
 // runs the task, as background work on a worker between its steps or, when
 // the workers are saturated, on the pool's own thread; never by the
-// coordinator's writer thread, which commits. The job's checkpoints
-// complete.
+// coordinator's writer thread, which commits, at niceness writerNice and
+// the kernel's shortest slice. The job's checkpoints complete.
 func TestWriteOutOnWorkers(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		writers = map[int]int{} // threads that wrote key groups, and how many
 		commit  = map[int]bool{}
+		policy  affinity.Policy // the writer thread's
 	)
 	testOnWriterThread = func() {
 		mu.Lock()
 		commit[unix.Gettid()] = true
+		policy, _ = affinity.ThreadPolicy()
 		mu.Unlock()
 	}
 	defer func() { testOnWriterThread = nil }()
@@ -53,6 +57,13 @@ func TestWriteOutOnWorkers(t *testing.T) {
 		if c.Status == "completed" {
 			completed++
 		}
+	}
+	want := affinity.Policy{Nice: writerNice, Slice: affinity.ShortSlice}
+	if def, _ := affinity.ThreadPolicy(); def.Slice == 0 {
+		want.Slice = 0 // a kernel without custom slices
+	}
+	if policy != want {
+		t.Errorf("the writer thread's policy is %+v, want %+v", policy, want)
 	}
 	if completed == 0 || len(writers) == 0 || len(commit) == 0 {
 		t.Fatalf("%d checkpoints completed, key groups written on %d threads, %d writer threads; want some",

@@ -461,24 +461,23 @@ func TestBackgroundSkipsExitedWorker(t *testing.T) {
 
 // TestOffloadRunsOnPoolThread: work a saturated worker hands over and work
 // from outside the pool (Pool.Offload) run on the pool's own thread, in
-// the order handed over, at the normal niceness: the first under
-// SCHED_BATCH (so that it never preempts a worker when it wakes), the
-// second, which sleeps on the disk, under the default policy; Run waits
-// for both.
+// the order handed over, at the normal niceness and the kernel's
+// shortest slice: the first under SCHED_BATCH (so that it never preempts
+// a worker when it wakes), the second, which sleeps on the disk, under
+// the default policy; Run waits for both.
 func TestOffloadRunsOnPoolThread(t *testing.T) {
 	p := newPool(t, 1)
 	w := p.Workers()[0]
 	type seen struct {
 		job    string
 		tid    int
-		policy uint32
-		nice   int
+		policy affinity.Policy
 	}
 	var got []seen
 	note := func(job string) func(*Slice) {
 		return func(*Slice) {
-			policy, nice, _ := affinity.Policy()
-			got = append(got, seen{job, unix.Gettid(), policy, nice})
+			policy, _ := affinity.ThreadPolicy()
+			got = append(got, seen{job, unix.Gettid(), policy})
 		}
 	}
 	task := &busyTask{}
@@ -495,16 +494,21 @@ func TestOffloadRunsOnPoolThread(t *testing.T) {
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	short := affinity.ShortSlice
+	if def, _ := affinity.ThreadPolicy(); def.Slice == 0 {
+		short = 0 // a kernel without custom slices
+	}
 	want := []struct {
 		job    string
-		policy uint32
-	}{{"worker", unix.SCHED_BATCH}, {"offload", unix.SCHED_NORMAL}, {"worker again", unix.SCHED_BATCH}}
+		policy affinity.Policy
+	}{{"worker", affinity.Policy{Batch: true, Slice: short}}, {"offload", affinity.Policy{Slice: short}},
+		{"worker again", affinity.Policy{Batch: true, Slice: short}}}
 	if len(got) != len(want) {
 		t.Fatalf("ran %v, want %v", got, want)
 	}
 	for i, g := range got {
-		if g.job != want[i].job || g.policy != want[i].policy || g.nice != 0 {
-			t.Errorf("job %d: %+v, want %s under policy %d at niceness 0", i, g, want[i].job, want[i].policy)
+		if g.job != want[i].job || g.policy != want[i].policy {
+			t.Errorf("job %d: %+v, want %s under %+v", i, g, want[i].job, want[i].policy)
 		}
 		if g.tid == int(task.tid.Load()) || g.tid != got[0].tid {
 			t.Errorf("job %s ran on thread %d: the worker's is %d, the pool's %d", g.job, g.tid, task.tid.Load(), got[0].tid)

@@ -91,14 +91,37 @@ func ThreadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// SetPolicy sets the calling OS thread's scheduling policy and niceness:
-// batch selects SCHED_BATCH, under which the kernel never lets the thread
-// preempt another when it wakes (it waits for the running thread's turn
-// to end) but gives it its fair share of the CPU all the same; otherwise
-// SCHED_NORMAL, the default. Call it from a goroutine locked to its thread.
-func SetPolicy(batch bool, nice int) error {
-	attr := unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: int32(nice)}
-	if batch {
+// Policy is how the kernel schedules a thread: its policy, niceness and
+// the length of slice it asks for.
+type Policy struct {
+	// Batch selects SCHED_BATCH, under which the kernel never lets the
+	// thread preempt another when it wakes (it waits for the running
+	// thread's turn to end) but gives it its fair share of the CPU all the
+	// same; otherwise SCHED_NORMAL, the default.
+	Batch bool
+	Nice  int
+	// Slice is the turn the thread asks of the fair scheduler (EEVDF's
+	// custom slice, sched_attr.sched_runtime, Linux 6.12 and later; older
+	// kernels ignore it): a thread that asks for a shorter one than the
+	// threads it shares a CPU with gets an earlier deadline, so it runs
+	// sooner when it wakes, and hands the CPU back sooner. 0: the
+	// kernel's default.
+	Slice time.Duration
+}
+
+// ShortSlice is the shortest slice Linux grants (it clamps
+// sched_runtime to [100µs, 100ms]). Threads that wake often and compute
+// little between their waits — a checkpoint's commit, which sleeps on
+// the disk — ask for it: each wake-up then runs at once instead of after
+// a pinned worker's default turn, and the worker it displaced is back on
+// its CPU within ~100µs.
+const ShortSlice = 100 * time.Microsecond
+
+// SetPolicy sets the calling OS thread's scheduling policy, niceness and
+// slice. Call it from a goroutine locked to its thread.
+func SetPolicy(p Policy) error {
+	attr := unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: int32(p.Nice), Runtime: uint64(p.Slice)}
+	if p.Batch {
 		attr.Policy = unix.SCHED_BATCH
 	}
 	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
@@ -107,12 +130,12 @@ func SetPolicy(batch bool, nice int) error {
 	return nil
 }
 
-// Policy returns the calling OS thread's scheduling policy
-// (unix.SCHED_NORMAL, unix.SCHED_BATCH, ...) and niceness.
-func Policy() (policy uint32, nice int, err error) {
+// ThreadPolicy returns the calling OS thread's scheduling policy. Its
+// Slice is what the kernel reports: the one asked for, or its default.
+func ThreadPolicy() (Policy, error) {
 	attr, err := unix.SchedGetAttr(0, 0)
 	if err != nil {
-		return 0, 0, fmt.Errorf("affinity: sched_getattr: %w", err)
+		return Policy{}, fmt.Errorf("affinity: sched_getattr: %w", err)
 	}
-	return attr.Policy, int(attr.Nice), nil
+	return Policy{Batch: attr.Policy == unix.SCHED_BATCH, Nice: int(attr.Nice), Slice: time.Duration(attr.Runtime)}, nil
 }

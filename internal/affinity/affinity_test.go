@@ -89,8 +89,8 @@ func TestYieldLetsTheWorldStop(t *testing.T) {
 	}
 }
 
-// TestSetPolicy: the thread's policy and niceness are what SetPolicy set,
-// and it can go back to the default.
+// TestSetPolicy: the thread's policy, niceness and slice are what
+// SetPolicy set, and it can go back to the default.
 func TestSetPolicy(t *testing.T) {
 	// NB: on a thread of its own that exits with the goroutine (never
 	// unlocked), so that no other goroutine inherits what is set here.
@@ -98,22 +98,31 @@ func TestSetPolicy(t *testing.T) {
 	go func() {
 		defer close(done)
 		runtime.LockOSThread()
-		for _, c := range []struct {
-			batch bool
-			nice  int
-			want  uint32
-		}{{true, 0, unix.SCHED_BATCH}, {false, 10, unix.SCHED_NORMAL}, {true, 10, unix.SCHED_BATCH}} {
-			if err := SetPolicy(c.batch, c.nice); err != nil {
+		def, err := ThreadPolicy()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		t.Logf("default policy %+v", def)
+		for _, want := range []Policy{{Batch: true}, {Nice: 10}, {Batch: true, Nice: 10, Slice: ShortSlice},
+			{Slice: ShortSlice}, {}} {
+			if err := SetPolicy(want); err != nil {
 				t.Error(err)
 				return
 			}
-			got, n, err := Policy()
+			got, err := ThreadPolicy()
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if got != c.want || n != c.nice {
-				t.Errorf("SetPolicy(%v, %d): policy %d niceness %d, want %d and %d", c.batch, c.nice, got, n, c.want, c.nice)
+			if want.Slice == 0 {
+				want.Slice = def.Slice // the kernel's default
+			}
+			if got.Slice == 0 {
+				want.Slice = 0 // a kernel without custom slices
+			}
+			if got != want {
+				t.Errorf("SetPolicy(%+v): the thread's policy is %+v", want, got)
 			}
 		}
 	}()
