@@ -34,11 +34,22 @@ func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], op
 // committing renames it into dir. So dir only ever holds committed data:
 // the files dir/part-<subtask>-<n> of completed checkpoints.
 func FileSink(dir string) func() TwoPhaseSink[string] {
-	return func() TwoPhaseSink[string] { return &fileSink{dir: dir} }
+	return FileSinkOf(dir, func(b []byte, line string) []byte { return append(b, line...) })
 }
 
-type fileSink struct {
+// FileSinkOf is FileSink for records of any type: format appends a
+// record's line, without its newline, to b and returns the result. The
+// sink reuses b from record to record and copies the line into its
+// buffered part file, so that, unlike formatting each record into a
+// string, writing a record allocates nothing.
+func FileSinkOf[T any](dir string, format func(b []byte, r T) []byte) func() TwoPhaseSink[T] {
+	return func() TwoPhaseSink[T] { return &fileSink[T]{dir: dir, format: format} }
+}
+
+type fileSink[T any] struct {
 	dir      string
+	format   func([]byte, T) []byte
+	line     []byte // format's buffer, reused
 	sub, par int
 	seq      uint64 // number of the next part file
 	f        *os.File
@@ -46,9 +57,9 @@ type fileSink struct {
 	name     string
 }
 
-func (s *fileSink) pendingDir() string { return filepath.Join(s.dir, ".pending") }
+func (s *fileSink[T]) pendingDir() string { return filepath.Join(s.dir, ".pending") }
 
-func (s *fileSink) Open(subtask, parallelism int) error {
+func (s *fileSink[T]) Open(subtask, parallelism int) error {
 	s.sub, s.par = subtask, parallelism
 	return os.MkdirAll(s.pendingDir(), 0o755)
 }
@@ -67,7 +78,7 @@ func partSeq(name string) (sub int, seq uint64, ok bool) {
 // Recover commits txns, then removes every other pending part file of this
 // subtask (and, on subtask 0, of subtasks that no longer exist), and
 // continues numbering after every part file this subtask has.
-func (s *fileSink) Recover(txns [][]byte) error {
+func (s *fileSink[T]) Recover(txns [][]byte) error {
 	for _, t := range txns {
 		if err := s.Commit(t); err != nil {
 			return err
@@ -97,7 +108,7 @@ func (s *fileSink) Recover(txns [][]byte) error {
 	return nil
 }
 
-func (s *fileSink) Write(line string) error {
+func (s *fileSink[T]) Write(r T) error {
 	if s.f == nil {
 		s.name = fmt.Sprintf("part-%d-%d", s.sub, s.seq)
 		s.seq++
@@ -107,11 +118,12 @@ func (s *fileSink) Write(line string) error {
 		}
 		s.f, s.w = f, bufio.NewWriterSize(f, 64<<10)
 	}
-	s.w.WriteString(line)
-	return s.w.WriteByte('\n')
+	s.line = append(s.format(s.line[:0], r), '\n')
+	_, err := s.w.Write(s.line)
+	return err
 }
 
-func (s *fileSink) PreCommit() ([]byte, func() error, error) {
+func (s *fileSink[T]) PreCommit() ([]byte, func() error, error) {
 	if s.f == nil {
 		return nil, nil, nil
 	}
@@ -129,7 +141,7 @@ func (s *fileSink) PreCommit() ([]byte, func() error, error) {
 	return []byte(s.name), durable, nil
 }
 
-func (s *fileSink) Commit(txn []byte) error {
+func (s *fileSink[T]) Commit(txn []byte) error {
 	name := string(txn)
 	if _, _, ok := partSeq(name); !ok {
 		return fmt.Errorf("file sink: %q is not a part file name", name)
@@ -156,7 +168,7 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-func (s *fileSink) Close() error {
+func (s *fileSink[T]) Close() error {
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil

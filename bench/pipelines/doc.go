@@ -108,7 +108,7 @@
 // but it calls its function once per record, which costs more than
 // generating the record; see BenchmarkGenerateRead.) Each sink subtask
 // counts into its own lane, a batch at a time, as each baseline sink
-// goroutine does. The file sink's "format" map (below) is one function
+// goroutine does. The file sink's "tally" map (below) is one function
 // shared by every subtask, so it spreads its counters over lanes that no
 // two subtasks share: on forward pipelines the lane is the source subtask
 // (Seq mod P); after a keyed operator it is the key's key group
@@ -132,10 +132,12 @@
 //	window                    Key Start Count
 //	join                      Key LeftSeq RightSeq
 //
-// A "format" map in front of the file sink makes the lines and still
-// counts each record in its lane, so Result keeps its count, checksum and
-// latency; after an in-place restart those include the replayed records,
-// while the committed lines hold each record exactly once.
+// The sink formats the lines itself (ringflow.FileSinkOf), into a buffer
+// it reuses, so that writing a record allocates nothing; a "tally" map in
+// front of it counts each record in its lane, so Result keeps its count,
+// checksum and latency; after an in-place restart those include the
+// replayed records, while the committed lines hold each record exactly
+// once.
 //
 // Config.FailAfter adds a "fail-after" map behind the (left) source that
 // panics once per Run, at the first record after FailAfter it sees; with

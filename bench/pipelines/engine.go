@@ -21,7 +21,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 	case "passthrough":
 		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
 		if c.SinkDir != "" {
-			toFile(c, src, func(r *Record) *lane { return sinks.bySeq(r.Seq) }, digestRecord, recordLine)
+			toFile(c, src, func(r Record) { sinks.bySeq(r.Seq).add(digestRecord(&r), r.SrcNanos) }, recordLine)
 			break
 		}
 		sinkInto(src, sinks, digestRecord, srcNanosOf)
@@ -29,7 +29,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
 		kept := ringflow.Filter(ringflow.Map(src, "map", mapValue), "filter", keepValue)
 		if c.SinkDir != "" {
-			toFile(c, kept, func(r *Record) *lane { return sinks.bySeq(r.Seq) }, digestRecord, recordLine)
+			toFile(c, kept, func(r Record) { sinks.bySeq(r.Seq).add(digestRecord(&r), r.SrcNanos) }, recordLine)
 			break
 		}
 		sinkInto(kept, sinks, digestRecord, srcNanosOf)
@@ -43,7 +43,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			return r
 		})
 		if c.SinkDir != "" {
-			toFile(c, counts, func(r *Record) *lane { return sinks.byKey(r.Key) }, digestCount, countLine)
+			toFile(c, counts, func(r Record) { sinks.byKey(r.Key).add(digestCount(&r), r.SrcNanos) }, countLine)
 			break
 		}
 		sinkInto(counts, sinks, digestCount, srcNanosOf)
@@ -52,7 +52,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			eventTime(c.EventStride)))
 		wins := ringflow.Window(ringflow.KeyBy(src, key), "window", windows, countAgg{})
 		if c.SinkDir != "" {
-			toFile(c, wins, func(w *windowOut) *lane { return sinks.byKey(w.Key) }, digestWindowOut, windowLine)
+			toFile(c, wins, func(w windowOut) { sinks.byKey(w.Key).add(digestWindowOut(&w), w.Value.SrcNanos) }, windowLine)
 			break
 		}
 		sinkInto(wins, sinks, digestWindowOut, func(w *windowOut) int64 { return w.Value.SrcNanos })
@@ -63,7 +63,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 			eventTime(c.EventStride))
 		pairs := ringflow.WindowJoin(ringflow.KeyBy(left, key), ringflow.KeyBy(right, key), "join", windows, joinPair)
 		if c.SinkDir != "" {
-			toFile(c, pairs, func(j *Joined) *lane { return sinks.byKey(j.Key) }, digestJoined, joinedLine)
+			toFile(c, pairs, func(j Joined) { sinks.byKey(j.Key).add(digestJoined(&j), j.SrcNanos) }, joinedLine)
 			break
 		}
 		sinkInto(pairs, sinks, digestJoined, joinedSrcNanos)
@@ -142,16 +142,17 @@ func (f *failInjector) wrap(s ringflow.Stream[Record]) ringflow.Stream[Record] {
 }
 
 // toFile sends s through ringflow's transactional file sink into
-// c.SinkDir, one line per record; the formatting operator also counts the
-// record in its lane, so that Result still has a count and checksum.
-func toFile[T any](c Config, s ringflow.Stream[T], laneOf func(*T) *lane, digest func(*T) uint64,
-	line func([]byte, *T) ([]byte, int64)) {
-	lines := ringflow.Map(s, "format", func(r T) string {
-		b, srcNanos := line(make([]byte, 0, 64), &r)
-		laneOf(&r).add(digest(&r), srcNanos)
-		return string(b)
+// c.SinkDir, one line per record, which the sink formats into a buffer of
+// its own; a "tally" map in front of it counts each record in its lane,
+// so that Result still has a count, checksum and latency. NB: tally and
+// line take records by value: a record's address passed to a function
+// value would move every record to the heap.
+func toFile[T any](c Config, s ringflow.Stream[T], tally func(T), line func([]byte, T) []byte) {
+	tallied := ringflow.Map(s, "tally", func(r T) T {
+		tally(r)
+		return r
 	})
-	ringflow.TxnSink(lines, "sink", ringflow.FileSink(c.SinkDir))
+	ringflow.TxnSink(tallied, "sink", ringflow.FileSinkOf(c.SinkDir, line))
 }
 
 // windowOut is the window pipeline's output record.
@@ -160,19 +161,13 @@ type windowOut = ringflow.WindowResult[uint64, WindowCount]
 func digestWindowOut(w *windowOut) uint64 { return digestWindow(w.Key, w.Start, w.Value.Count) }
 
 // The lines of the file sink (Config.SinkDir), fields separated by a
-// space; each also returns the record's SrcNanos.
-func recordLine(b []byte, r *Record) ([]byte, int64) {
-	return fields(b, r.Seq, r.Key, uint64(r.Value)), r.SrcNanos
+// space.
+func recordLine(b []byte, r Record) []byte { return fields(b, r.Seq, r.Key, uint64(r.Value)) }
+func countLine(b []byte, r Record) []byte  { return fields(b, r.Key, uint64(r.Value)) }
+func windowLine(b []byte, w windowOut) []byte {
+	return fields(b, w.Key, uint64(w.Start), uint64(w.Value.Count))
 }
-func countLine(b []byte, r *Record) ([]byte, int64) {
-	return fields(b, r.Key, uint64(r.Value)), r.SrcNanos
-}
-func windowLine(b []byte, w *windowOut) ([]byte, int64) {
-	return fields(b, w.Key, uint64(w.Start), uint64(w.Value.Count)), w.Value.SrcNanos
-}
-func joinedLine(b []byte, j *Joined) ([]byte, int64) {
-	return fields(b, j.Key, j.LeftSeq, j.RightSeq), j.SrcNanos
-}
+func joinedLine(b []byte, j Joined) []byte { return fields(b, j.Key, j.LeftSeq, j.RightSeq) }
 
 func fields(b []byte, vs ...uint64) []byte {
 	for i, v := range vs {

@@ -34,6 +34,7 @@ type runFlags struct {
 	baseline   string
 	json       bool
 	cpuProfile string
+	memProfile string
 	mode       string // --mode
 	samplesOut string // --samples-out
 }
@@ -61,7 +62,7 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	f.cfg.Progress = progressBar(stderr, f.cfg, "ringflow")
 	f.cfg.KeepSamples = samples != nil
-	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile)
+	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile, f.memProfile)
 	if err != nil {
 		return err
 	}
@@ -117,6 +118,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.baseline, "baseline", "", `also run the pipeline on a baseline: "chan" (goroutines and channels)`)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the ringflow run to this file")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write a profile of what the ringflow run allocated to this file")
 	fs.Uint64Var(&c.HotKeys, "hot-keys", 0, "after the first --keys records, which take every key once, draw keys below this only (0: all keys, uniformly)")
 	fs.DurationVar(&c.Checkpoint.Interval, "checkpoint-interval", 0, "ringflow checkpoint interval (0: no checkpoints)")
 	fs.StringVar(&c.Checkpoint.StateDir, "state-dir", "", "checkpoint store directory; a run on one holding a checkpoint resumes from it (default: a fresh temporary directory, removed at exit)")
@@ -206,22 +208,37 @@ func runStateDir(c *pipelines.Config) (cleanup func(), err error) {
 }
 
 // runEngineProfiled runs the ringflow pipeline, under the CPU profiler if
-// profile names a file.
-func runEngineProfiled(ctx context.Context, c pipelines.Config, profile string) (pipelines.Result, error) {
-	if profile == "" {
-		return pipelines.Run(ctx, c)
-	}
-	out, err := os.Create(profile)
-	if err != nil {
-		return pipelines.Result{}, err
-	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return pipelines.Result{}, fmt.Errorf("cpu profile: %w", err)
+// cpu names a file, and writes the allocations it made to mem if that
+// names one.
+func runEngineProfiled(ctx context.Context, c pipelines.Config, cpu, mem string) (pipelines.Result, error) {
+	if cpu != "" {
+		out, err := os.Create(cpu)
+		if err != nil {
+			return pipelines.Result{}, err
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			out.Close()
+			return pipelines.Result{}, fmt.Errorf("cpu profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); out.Close() }()
 	}
 	res, err := pipelines.Run(ctx, c)
-	pprof.StopCPUProfile()
-	return res, errors.Join(err, out.Close())
+	if mem != "" {
+		err = errors.Join(err, writeAllocs(mem))
+	}
+	return res, err
+}
+
+// writeAllocs writes the allocations since the process started to file,
+// as a pprof profile (go tool pprof -sample_index=alloc_space).
+func writeAllocs(file string) error {
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	runtime.GC() // NB: the profile is as of the last collection
+	err = pprof.Lookup("allocs").WriteTo(out, 0)
+	return errors.Join(err, out.Close())
 }
 
 // latencyJSON, baselineJSON and runJSON are the --json output.
