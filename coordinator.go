@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringflow/ringflow/internal/affinity"
@@ -112,6 +113,7 @@ type coordinator struct {
 	poke  chan struct{} // pokes the trigger loop
 	done  chan struct{} // closed by stop
 	wg    sync.WaitGroup
+	syncs sync.WaitGroup // every part's BeforeCommit work still running
 }
 
 type inflight struct {
@@ -124,6 +126,10 @@ type inflight struct {
 	subtasks []SubtaskCheckpointStats
 	written  time.Time // when the last part was written
 	timeout  *time.Timer
+	// syncs counts the parts' BeforeCommit work still running; syncErr is
+	// the first error it returned.
+	syncs   sync.WaitGroup
+	syncErr atomic.Pointer[error]
 }
 
 type writeJob struct {
@@ -172,6 +178,7 @@ func (c *coordinator) stop() {
 	// from other goroutines, possibly after this point.
 	close(c.done)
 	c.wg.Wait()
+	c.syncs.Wait()
 }
 
 func signal(ch chan struct{}) {
@@ -461,7 +468,7 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		return // aborted meanwhile
 	}
 	start := time.Now()
-	sw := &stateWriter{p: f.pending, pauser: p}
+	sw := &stateWriter{c: c, f: f, p: f.pending, pauser: p}
 	for _, part := range w.report.Parts {
 		sw.op, sw.sub = part.Operator, part.Subtask
 		if err := c.writePart(sw, part); err != nil {
@@ -593,6 +600,11 @@ func (c *coordinator) commit(f *inflight) {
 	// NB: the checkpoint is complete once durable; deleting what it made
 	// unreferenced (another ingestion) comes after it is reported.
 	defer c.store.Tidy()
+	f.syncs.Wait()
+	if err := f.syncErr.Load(); err != nil {
+		c.failed(f.id, fmt.Errorf("commit: %w", *err))
+		return
+	}
 	if err := f.pending.CommitDurable(c.meta(f)); err != nil {
 		c.failed(f.id, fmt.Errorf("commit: %w", err))
 		return
@@ -662,6 +674,8 @@ var ErrCheckpoint = errors.New("ringflow: checkpoint failed")
 // stateWriter scopes an operator instance's state into the store: state s
 // of operator op is stored as operator id "op/s".
 type stateWriter struct {
+	c      *coordinator
+	f      *inflight
 	p      *snapshot.Pending
 	pauser pauser
 	op     string
@@ -685,6 +699,23 @@ func (w *stateWriter) note(id string) {
 
 // Pause implements operator.StateWriter.
 func (w *stateWriter) Pause() error { return w.pauser.pause() }
+
+// BeforeCommit implements operator.StateWriter. fn runs on a goroutine of
+// its own: it waits on the disk, and on a worker or the pool's thread it
+// would hold up the tasks or the other parts' writes as long. The
+// checkpoint's commit waits for it (see commit).
+func (w *stateWriter) BeforeCommit(fn func() error) {
+	f := w.f
+	f.syncs.Add(1)
+	w.c.syncs.Add(1)
+	go func() {
+		defer w.c.syncs.Done()
+		defer f.syncs.Done()
+		if err := fn(); err != nil {
+			f.syncErr.CompareAndSwap(nil, &err)
+		}
+	}()
+}
 
 // testOnWriterThread, if set (by tests), is called on the writer
 // goroutine's thread when it starts.

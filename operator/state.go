@@ -53,6 +53,12 @@ type StateWriter interface {
 	// PutSubtask stores state that belongs to the subtask, not to a key
 	// group (a sink's pending transactions).
 	PutSubtask(state string, blob []byte) error
+	// BeforeCommit hands over work that must succeed before the
+	// checkpoint commits and that waits on I/O rather than computing (a
+	// sink making its transaction durable: an fsync). It starts at once,
+	// on a thread that no task waits for, alongside the rest of the
+	// write-out; if it fails, so does the checkpoint.
+	BeforeCommit(fn func() error)
 	// Pause lets the writer's thread do other work (step the worker's
 	// tasks) if the write has run long enough; call it between small pieces
 	// of work. An error means the write is abandoned: return it.

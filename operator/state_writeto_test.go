@@ -21,6 +21,7 @@ func (w *discardWriter) AppendKeyGroupDelta(_ string, _ int, blob []byte) error 
 	return nil
 }
 func (w *discardWriter) PutSubtask(_ string, blob []byte) error { w.bytes += len(blob); return nil }
+func (w *discardWriter) BeforeCommit(fn func() error)           { fn() }
 func (w *discardWriter) Pause() error                           { return nil }
 
 // TestWriteToAllocs: writing out a snapshot of plain keys and values

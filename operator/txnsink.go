@@ -170,10 +170,13 @@ type txnSnapshot struct {
 }
 
 func (t *txnSnapshot) WriteTo(w StateWriter) error {
-	if t.durable != nil {
-		if err := t.durable(); err != nil {
-			return fmt.Errorf("make transaction durable: %w", err)
-		}
+	if durable := t.durable; durable != nil {
+		w.BeforeCommit(func() error {
+			if err := durable(); err != nil {
+				return fmt.Errorf("make transaction durable: %w", err)
+			}
+			return nil
+		})
 	}
 	return w.PutSubtask("txns", t.blob)
 }
