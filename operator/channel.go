@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ringflow/ringflow/ring"
@@ -30,6 +31,9 @@ type Channel struct {
 
 	rec  *chanRecord // channel state being recorded (unaligned checkpoint)
 	scan uint64      // frames before this ring position were scanned for barriers
+	// spare is the buffer of the channel state recorded last, handed back
+	// once it is written (SnapshotReport.Release), for the next recording.
+	spare atomic.Pointer[[]byte]
 
 	// Edge and Upstream name the channel independently of the layout: the
 	// index of its edge among the head operator's inputs, and the upstream

@@ -39,6 +39,14 @@ type SnapshotReport struct {
 	SnapshotTime time.Time
 
 	posBuf []byte // room for a source's position, allocated with the report
+	// homes are where the buffers of Channels go back on Release.
+	homes []bufHome
+}
+
+// bufHome is a recorded channel's buffer and the channel that reuses it.
+type bufHome struct {
+	buf  []byte
+	home *atomic.Pointer[[]byte]
 }
 
 // OperatorSnapshot is the frozen state of one operator instance.
@@ -56,6 +64,12 @@ func (r *SnapshotReport) Release() {
 			p.State.Release()
 		}
 	}
+	for i, h := range r.homes {
+		b := h.buf[:0]
+		h.home.Store(&b)
+		r.homes[i] = bufHome{}
+	}
+	r.homes = r.homes[:0]
 }
 
 // Checkpoints connects a task to checkpointing. A nil *Checkpoints means
@@ -353,7 +367,7 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 			}
 		case align.OpRecord:
 			ch := t.Inputs[a.Channel]
-			ch.rec = &chanRecord{id: a.Barrier.ID, upTo: ch.Reader.Pos()}
+			ch.rec = &chanRecord{id: a.Barrier.ID, upTo: ch.Reader.Pos(), buf: ch.recordBuffer()}
 			ch.scan = ch.Reader.Pos()
 			if t.held == ch {
 				// NB: the records of the frame a step stopped in that
@@ -369,6 +383,7 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 					c.snap.Channels = map[int][]byte{}
 				}
 				c.snap.Channels[InputKey(ch.Edge, ch.Upstream)] = ch.rec.buf
+				c.snap.homes = append(c.snap.homes, bufHome{ch.rec.buf, &ch.spare})
 			}
 			ch.rec = nil
 		case align.OpComplete:

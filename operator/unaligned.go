@@ -26,6 +26,26 @@ func (c *Channel) record(f ring.Frame) {
 	c.rec.upTo = f.End()
 }
 
+// recordBuffer returns the buffer to record the channel's state into,
+// called as recording starts. NB: the recording copies every frame from
+// the read position to the barrier, often a ring's worth: into a fresh
+// buffer, grown as it goes, that cost more in page faults and copies of
+// the growing buffer than the frames themselves. So the buffer of the last
+// recording is reused, and it is sized up front for what lies between the
+// read position and the scan position (the barrier, if the scan met it).
+func (c *Channel) recordBuffer() []byte {
+	var buf []byte
+	if p := c.spare.Swap(nil); p != nil {
+		buf = *p
+	}
+	if ahead := int(c.scan - c.Reader.Pos()); c.scan > c.Reader.Pos() && cap(buf) < ahead {
+		// NB: a channel frame's header is at most as long as a ring
+		// frame's, so ahead bytes hold what is ahead.
+		buf = make([]byte, 0, ahead)
+	}
+	return buf
+}
+
 // maxScan bounds the frames one scan of a channel looks at.
 const maxScan = 1024
 

@@ -82,6 +82,11 @@ type Stall struct {
 	WaitMs        float64 `json:"wait_ms"` // start delay + alignment
 	Unaligned     bool    `json:"unaligned"`
 	InflightBytes uint64  `json:"inflight_bytes"`
+	// WrittenMs is when every part of the checkpoint was written (the rest
+	// of DurationMs is its commit); AsyncMaxMs the longest write of one
+	// subtask's part.
+	WrittenMs  float64 `json:"written_ms"`
+	AsyncMaxMs float64 `json:"async_max_ms"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -157,16 +162,17 @@ func Stalls(cps []ringflow.CheckpointStats) []Stall {
 		if c.Final || len(c.Subtasks) == 0 {
 			continue
 		}
-		worst := c.Subtasks[0]
+		worst, async := c.Subtasks[0], c.Subtasks[0].Async
 		for _, s := range c.Subtasks[1:] {
 			if s.StartDelay+s.Alignment > worst.StartDelay+worst.Alignment {
 				worst = s
 			}
+			async = max(async, s.Async)
 		}
 		out = append(out, Stall{Checkpoint: c.ID, Status: c.Status, DurationMs: ms(c.Duration),
 			Operator: worst.Operator, Subtask: worst.Subtask, Channel: worst.WaitedOn, StartDelayMs: ms(worst.StartDelay),
 			AlignmentMs: ms(worst.Alignment), WaitMs: ms(worst.StartDelay + worst.Alignment),
-			Unaligned: worst.Unaligned, InflightBytes: worst.InflightBytes})
+			Unaligned: worst.Unaligned, InflightBytes: worst.InflightBytes, WrittenMs: ms(c.Written), AsyncMaxMs: ms(async)})
 	}
 	return out
 }
