@@ -188,15 +188,6 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// wakeLead is how long before a periodic trigger resting workers are woken
-// (a sleeping thread takes 100–300µs to run); wakeBurst how long after the
-// trigger they stay awake at least (the copy-on-write burst lasts a few
-// milliseconds once shared).
-const (
-	wakeLead  = time.Millisecond
-	wakeBurst = 10 * time.Millisecond
-)
-
 func (c *coordinator) triggerLoop() {
 	defer c.wg.Done()
 	tick := time.NewTicker(c.cfg.Interval)
@@ -214,11 +205,11 @@ func (c *coordinator) triggerLoop() {
 			// NB: the checkpoint is registered before the resting
 			// workers are woken, while this goroutine's thread still has
 			// a core to itself.
-			c.triggerAt(time.Now().Add(wakeLead))
+			c.triggerAt(time.Now().Add(sched.WakeLead))
 			// A barrier's synchronous snapshots and the copy-on-write
 			// after it are a burst of work on every subtask: resting
 			// workers share it, woken a little before the trigger.
-			c.wake(wakeLead + wakeBurst)
+			c.wake(sched.WakeLead + sched.WakeBurst)
 		}
 	}
 }
@@ -356,26 +347,20 @@ func (c *coordinator) SourceFinished(*operator.Task) {
 	signal(c.poke)
 }
 
-// writerNice is the scheduling niceness of the writer goroutine's thread,
-// which commits checkpoints (and writes the parts of tasks that have no
-// worker): processing never waits for it, so on a machine whose cores the
-// workers keep busy, the writer yields to them. Niceness sets only the
-// writer's share of a core; how long it keeps the core once it runs is
-// bounded by cpuYielder, and it asks the kernel for its shortest slice
-// (affinity.ShortSlice), so that each of a commit's wake-ups from the disk
-// runs soon and briefly. While the pool is saturated that share is about
-// a tenth of a core, and a commit would take ten times its own work: the
-// commit then runs on the pool's own thread (see commitNow).
-const writerNice = 10
-
 func (c *coordinator) writeLoop() {
 	defer c.wg.Done()
 	// NB: the goroutine keeps its thread locked to the end, so the thread
 	// exits with it and its policy never spreads to other goroutines.
 	runtime.LockOSThread()
-	// NB: an error leaves the thread at the default niceness and slice;
-	// the workers then wait longer for the writer's turns to end.
-	affinity.SetPolicy(affinity.Policy{Nice: writerNice, Slice: affinity.ShortSlice})
+	// NB: the writer commits checkpoints (and writes the parts of tasks
+	// that have no worker); processing never waits for it, so it runs as
+	// a helper of the pool (sched.HelperNice, sched.HelperYield), and asks
+	// for the kernel's shortest slice (affinity.ShortSlice), so that each
+	// of a commit's wake-ups from the disk runs soon and briefly. While
+	// the pool is saturated a commit runs on the pool's own thread
+	// instead (see commitNow). An error leaves the thread at the default
+	// niceness and slice; the workers then wait longer for its turns.
+	affinity.SetPolicy(affinity.Policy{Nice: sched.HelperNice, Slice: affinity.ShortSlice})
 	if testOnWriterThread != nil {
 		testOnWriterThread()
 	}
@@ -411,13 +396,9 @@ func (c *coordinator) writeLoop() {
 	}
 }
 
-// writerSlice is how long the writer runs before it offers its CPU back
-// (see cpuYielder).
-const writerSlice = 200 * time.Microsecond
-
 // cpuYielder makes the writer give its CPU back to whatever else is
 // runnable on it, the pinned worker it displaced in particular, once it has
-// run writerSlice since it last did. The writer goroutine calls it through
+// run sched.HelperYield since it last did. The writer goroutine calls it through
 // stateWriter.Pause (after each page of a key group it serializes) when it
 // writes a task that has no worker; tasks run by a worker are written by
 // that worker instead (see coordinator).
@@ -432,7 +413,7 @@ const writerSlice = 200 * time.Microsecond
 type cpuYielder struct{ affinity.Yielder }
 
 func newCPUYielder() *cpuYielder {
-	return &cpuYielder{affinity.Yielder{Every: writerSlice}}
+	return &cpuYielder{affinity.Yielder{Every: sched.HelperYield}}
 }
 
 // pauser is how a write offers its thread back between small pieces of

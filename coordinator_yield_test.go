@@ -3,9 +3,11 @@ package ringflow
 import (
 	"testing"
 	"time"
+
+	"github.com/ringflow/ringflow/sched"
 )
 
-// TestCPUYielder: the writer yields its CPU once it has run writerSlice
+// TestCPUYielder: the writer yields its CPU once it has run sched.HelperYield
 // since it last did, and not before (a yield costs it the rest of the
 // scheduler tick; yielding after every small blob would stretch
 // checkpoints for nothing).
@@ -19,7 +21,7 @@ func TestCPUYielder(t *testing.T) {
 		t.Fatalf("first call: %d yields, want 1", yields)
 	}
 	for step, want := range []int{1, 1, 1, 2, 2, 2, 2, 3} {
-		clock = clock.Add(writerSlice / 4)
+		clock = clock.Add(sched.HelperYield / 4)
 		y.MaybeYield()
 		if yields != want {
 			t.Fatalf("after %d quarters of a slice: %d yields, want %d", step+1, yields, want)

@@ -159,13 +159,7 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	}
 	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
-		// NB: a checkpoint's write-out waits for the tasks' idle time for
-		// at most a quarter of the interval (and the default patience), so
-		// that checkpoints keep up with a short one.
-		opts.BackgroundPatience = min(sched.DefaultBackgroundPatience, iv/4)
-		if opts.BackgroundPatience <= 0 {
-			opts.BackgroundPatience = -1
-		}
+		opts.BackgroundPatience = sched.PatienceFor(iv)
 	}
 	pool, err := sched.New(opts)
 	if err != nil {
@@ -519,12 +513,9 @@ func (p *physical) inputEdgeHashed(t *operator.Task, edge int) bool {
 	return n != nil && edge < len(n.inputs) && n.inputs[edge].part == operator.Hash
 }
 
-// reserveP makes sure the Go scheduler has one P more than the job has
-// worker threads, for the duration of a run, and returns a function that
-// restores the setting. Each worker holds a P for as long as it runs; without
-// a spare one, the garbage collector's mark worker, the checkpoint writer and
-// timers can only run by taking a P from a worker, stalling its tasks for
-// the length of a GC mark phase (tens of milliseconds with a large state).
+// reserveP makes sure the Go scheduler has sched.SpareProcs Ps more than
+// the job has worker threads, for the duration of a run, and returns a
+// function that restores the setting.
 func reserveP(workers int) (restore func()) {
 	if workers == 0 {
 		cpus, err := affinity.Usable()
@@ -537,6 +528,6 @@ func reserveP(workers int) (restore func()) {
 	if prev > workers {
 		return func() {}
 	}
-	runtime.GOMAXPROCS(workers + 1)
+	runtime.GOMAXPROCS(workers + sched.SpareProcs)
 	return func() { runtime.GOMAXPROCS(prev) }
 }

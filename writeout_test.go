@@ -10,12 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringflow/ringflow/internal/affinity"
+	"github.com/ringflow/ringflow/sched"
 )
 
 // TestWriteOutOnWorkers: a task's state is written out by the pool that
 // runs the task, as background work on a worker between its steps or, when
 // the workers are saturated, on the pool's own thread; never by the
-// coordinator's writer thread, which commits, at niceness writerNice and
+// coordinator's writer thread, which commits, at niceness sched.HelperNice and
 // the kernel's shortest slice. The job's checkpoints complete.
 func TestWriteOutOnWorkers(t *testing.T) {
 	var (
@@ -58,7 +59,7 @@ func TestWriteOutOnWorkers(t *testing.T) {
 			completed++
 		}
 	}
-	want := affinity.Policy{Nice: writerNice, Slice: affinity.ShortSlice}
+	want := affinity.Policy{Nice: sched.HelperNice, Slice: affinity.ShortSlice}
 	if def, _ := affinity.ThreadPolicy(); def.Slice == 0 {
 		want.Slice = 0 // a kernel without custom slices
 	}

@@ -11,24 +11,6 @@ import (
 	"github.com/ringflow/ringflow/internal/affinity"
 )
 
-// DefaultBackgroundPatience is how long background work waits for the
-// tasks' idle time before it claims a share of a busy worker, unless
-// Options.BackgroundPatience says otherwise: from when a job is queued on a
-// worker that had none pending. A burst of work for the tasks then runs
-// without slices taken out of it. The write-out of a checkpoint is queued
-// right after the barrier, when the tasks' first write to each page of
-// their state copies it: at 1M records/s a worker's steps took ~1µs per
-// record for the first milliseconds instead of ~0.1µs, and the busy slices
-// on top of that pushed it into a backlog: 33–56% of the records sampled
-// in the first millisecond after a barrier, and 8–23% in the next four,
-// took over 30µs; with slices held back 10ms, 25% and 2–5% (1% and under
-// without checkpoints). Busy slices hurt later in the write-out too, and
-// at that load the work does not need them (idle slices finish it): held
-// back 60ms rather than 10ms, the samples over 150µs generated 20–100ms
-// after a barrier went from 105 to 62 in six runs, and checkpoints took
-// no longer. Work that must finish at full load takes the patience longer.
-const DefaultBackgroundPatience = 60 * time.Millisecond
-
 // Slice is the handle a piece of background work uses to hand its worker's
 // thread back (see Worker.Background).
 type Slice struct {

@@ -578,3 +578,20 @@ func TestOffloadWhileRunEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestPatienceFor: the write-out of a checkpoint waits for idle time at
+// most a quarter of the interval, never longer than the default patience,
+// and not at all for an interval too short to have a quarter.
+func TestPatienceFor(t *testing.T) {
+	for _, c := range []struct{ interval, want time.Duration }{
+		{time.Second, DefaultBackgroundPatience},
+		{100 * time.Millisecond, 25 * time.Millisecond},
+		{4 * DefaultBackgroundPatience, DefaultBackgroundPatience},
+		{3, -1},
+		{0, -1},
+	} {
+		if got := PatienceFor(c.interval); got != c.want {
+			t.Errorf("PatienceFor(%v) = %v, want %v", c.interval, got, c.want)
+		}
+	}
+}

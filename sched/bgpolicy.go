@@ -2,57 +2,6 @@ package sched
 
 import "time"
 
-// The background policy's parameters (see the package doc, "Background
-// work"). Each is a share or a multiple of something the policy measures,
-// except the slice lengths, which bound how long a record waits behind a
-// slice.
-const (
-	// bgMinShare is the share of one core a worker's pending background
-	// work is guaranteed. A worker whose tasks left it at least this much
-	// idle time (averaged over bgSaturatedWindows windows) runs the work
-	// there; one whose tasks left less at a load that is not calm (it is
-	// saturated) hands its work to the pool's own thread, which the
-	// kernel's fair scheduler gives a share of the cores like any
-	// worker's. At 1/5 the asynchronous part of a
-	// checkpoint takes at most about five times its own CPU time; a
-	// lower share would let a write-out of ~1MB of in-flight data (~2ms
-	// of encoding) wait tens of milliseconds in slivers of idle time.
-	bgMinShare = 0.2
-	// bgWindow is the span over which a worker measures the share of its
-	// time its tasks left idle: long enough to hold many rounds (~1µs
-	// each at light load), short enough that a checkpoint's work sees a
-	// change of load within a few windows.
-	bgWindow = 10 * time.Millisecond
-	// bgSaturatedWindows is how many windows a worker's measurements are
-	// averaged over: it is saturated when, over the last ones, its tasks
-	// left it under bgMinShare idle and were behind for at least
-	// restCalmShare of the time. A burst of work for the tasks, such as
-	// the copy-on-write after a checkpoint's barrier (a few milliseconds),
-	// is not saturation, and handing a large write-out to a thread of its
-	// own then takes a worker's core while the records of the burst wait;
-	// an average rather than every window, because a saturated worker
-	// still has a window with some idle time now and then (its outputs
-	// full for a moment).
-	bgSaturatedWindows = 5
-	// bgSlice is how long a slice of background work runs, at most (give
-	// or take the interval between its Pause calls), before its worker
-	// steps the tasks again: the longest a record that arrives meanwhile
-	// waits for it.
-	bgSlice = 20 * time.Microsecond
-	// bgBusyPeriod is how long a worker whose tasks always have work steps
-	// them before it gives a job that has already started another slice;
-	// the slice then lasts 1/bgBusyShare of the time the tasks had since
-	// the last one (at least bgSlice, at most bgMaxSlice), so that such a
-	// job gets about 1/(bgBusyShare+1) of the worker however long the
-	// tasks' steps take.
-	bgBusyPeriod = 4 * bgSlice
-	bgBusyShare  = 4
-	bgMaxSlice   = 2 * time.Millisecond
-	// restSlice is how long a resting worker's background work runs
-	// before the worker looks at whether it should still rest.
-	restSlice = 200 * time.Microsecond
-)
-
 // bgPolicy is the deterministic core of one worker's background work: it
 // measures the share of the worker's time its tasks leave idle, and
 // decides, from that and from the state of the work, where a job runs

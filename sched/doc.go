@@ -27,9 +27,13 @@
 //	judgeAway(peer, now)                    a peer's lock, done, resting,   here or away, and
 //	                                        parked, doorbell, wakeAt, seen  why
 //
-// The thresholds sit in one table in load.go, each with its reason;
-// testdata/load/*.txt are the narrated golden scenarios, one per rule,
-// that put each threshold on both sides of its edge.
+// The thresholds of every rule sit in one table, params.go, each with its
+// reason, together with the few a job uses to drive the pool (the lead and
+// length of a checkpoint's announced burst, the patience for a checkpoint
+// interval, the spare P, the niceness of a helper thread);
+// testdata/load/*.txt and testdata/background/*.txt are the narrated
+// golden scenarios, one per rule, that put each threshold on both sides
+// of its edge.
 //
 // # Taking over a worker whose thread is away
 //
@@ -239,10 +243,17 @@
 // queued. A job already running as a coroutine of the worker's thread
 // stays and takes busy slices. Pool.Saturated reports the state, and
 // Pool.Offload runs work from outside the pool with the same need on that
-// thread (a checkpoint's commit, which would otherwise run at niceness
-// 10), under the default policy: it sleeps on the disk several times and
+// thread (a checkpoint's commit, which would otherwise run at HelperNice),
+// under the default policy: it sleeps on the disk several times and
 // has little to compute, and under SCHED_BATCH it would wait for a
-// worker's turn at every wake-up.
+// worker's turn at every wake-up. Under both policies the thread asks for
+// the kernel's shortest slice (affinity.ShortSlice): its turns then come
+// sooner and end sooner than a worker's default one.
+//
+// Work that only waits on the disk (a sink's fsync of its transaction)
+// is not background work at all: the job runs it on a goroutine of its
+// own (operator.StateWriter.BeforeCommit), which costs the workers
+// nothing while it sleeps.
 //
 // Why not always a thread of its own: at light load such a thread takes a
 // pinned worker's core for a kernel time slice (or until it yields, which

@@ -95,10 +95,6 @@ func (w *Worker) Stolen() int64 { return w.steals.Load() }
 // kernel every 100ms and when the worker exits.
 func (w *Worker) Preempted() int64 { return w.preempted.Load() }
 
-// preemptCheck is how often a worker reads its thread's count of
-// involuntary context switches (a system call, ~0.3µs).
-const preemptCheck = 100 * time.Millisecond
-
 // notePreemptions publishes the thread's involuntary context switches
 // since the worker started. Called on the worker's thread.
 func (w *Worker) notePreemptions(now time.Time) {
