@@ -17,11 +17,15 @@ import (
 	"github.com/ringflow/ringflow/snapshot"
 )
 
-// Run checks the job graph, starts it, and waits until every sink has seen
-// the end of its input (bounded sources), the context is cancelled, or an
-// operator fails. It returns nil, ctx.Err(), or the failure, which names the
+// Run checks the configuration and the job graph, starts the job, and
+// waits until every sink has seen the end of its input (bounded sources),
+// the context is cancelled, or an operator fails. It returns nil, ctx.Err(), or the failure, which names the
 // operator and subtask (an *operator.Error). Every worker has exited when
 // Run returns.
+//
+// Before it starts anything, Run reports every problem of the Config (each
+// a *ConfigError, wrapping ErrConfig) and of the graph (each wrapping
+// ErrGraph) at once, joined with errors.Join.
 //
 // With checkpoints on, a job whose state dir holds a complete checkpoint
 // resumes from it; a failed task makes the job restore the latest complete
@@ -33,10 +37,9 @@ func (j *Job) Run(ctx context.Context) error {
 		return errors.New("ringflow: Run called twice on one job")
 	}
 	j.ran = true
-	if err := j.cfg.validate(); err != nil {
-		return err
-	}
-	if err := j.validate(); err != nil {
+	// NB: nothing starts before the whole configuration and graph are
+	// checked, and every problem is reported at once.
+	if err := errors.Join(j.cfg.validate(), j.validate()); err != nil {
 		return err
 	}
 	defer reserveP(j.cfg.Workers)()
