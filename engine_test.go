@@ -494,6 +494,9 @@ func TestPanicFailsJob(t *testing.T) {
 		!strings.Contains(err.Error(), "record 5000 is cursed") || !strings.Contains(string(oe.Stack), "engine_test.go") {
 		t.Fatalf("Run returned %v; want an operator.Error for boom with the panic and its stack", err)
 	}
+	if msg := err.Error(); strings.Contains(msg, "\n") {
+		t.Errorf("Error() has %d lines; want one (the stack is in operator.Error.Stack)", strings.Count(msg, "\n")+1)
+	}
 	t.Logf("error: %.200s", err)
 	waitGoroutines(t, before)
 }

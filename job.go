@@ -3,6 +3,7 @@ package ringflow
 import (
 	"errors"
 	"fmt"
+	"log"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,25 @@ type Config struct {
 	Checkpoint CheckpointConfig
 	// Restart says what to do when a task fails; by default the job fails.
 	Restart RestartStrategy
+	// Logger receives what the job reports besides the error Run returns:
+	// a failure it restarted from (with a panic's stack), what a restore
+	// left out or started empty, checkpoints passed over. Default: the
+	// standard library's log package.
+	Logger Logger
 }
+
+// Logger receives a job's reports (see Config.Logger); it may be called
+// from any goroutine.
+type Logger interface {
+	Infof(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// stdLogger writes to the standard library's log package.
+type stdLogger struct{}
+
+func (stdLogger) Infof(format string, args ...any)  { log.Printf("ringflow: "+format, args...) }
+func (stdLogger) Errorf(format string, args ...any) { log.Printf("ringflow: "+format, args...) }
 
 func (c Config) withDefaults() Config {
 	if c.Parallelism == 0 {
@@ -82,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBatchDelay == 0 {
 		c.MaxBatchDelay = time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = stdLogger{}
 	}
 	c.Checkpoint = c.Checkpoint.withDefaults()
 	return c

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"runtime"
 	"time"
 
@@ -48,11 +47,11 @@ func (j *Job) Run(ctx context.Context) error {
 		opts := ck.storeOptions
 		opts.Retained = ck.Retained
 		if opts.Logger == nil {
-			opts.Logger = quietLogger{}
+			opts.Logger = storeLogger{j.cfg.Logger}
 		}
 		s, err := snapshot.Open(ck.StateDir, opts)
 		if err != nil {
-			return fmt.Errorf("ringflow: open checkpoint store: %w", err)
+			return fmt.Errorf("ringflow: open the checkpoint store in %s: %w", ck.StateDir, err)
 		}
 		defer s.Close()
 		store = s
@@ -66,6 +65,7 @@ func (j *Job) Run(ctx context.Context) error {
 			}
 			return err
 		}
+		j.logFailure(err, attempt)
 		j.restarts.Add(1)
 		select {
 		case <-time.After(j.cfg.Restart.Delay):
@@ -95,7 +95,7 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		}
 		j.restored.Store(cp.ID())
 		for _, skipped := range cp.Skipped {
-			log.Printf("ringflow: restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
+			j.cfg.Logger.Errorf("restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
 		}
 	}
 	if err := p.open(); err != nil {
@@ -449,14 +449,25 @@ func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
 	return nil
 }
 
-// quietLogger drops the store's informational lines and logs its errors
-// (corruption found, checkpoints passed over).
-type quietLogger struct{}
+// storeLogger drops the store's informational lines and passes on its
+// errors (corruption found, checkpoints passed over).
+type storeLogger struct{ l Logger }
 
-func (quietLogger) Infof(string, ...any) {}
+func (storeLogger) Infof(string, ...any) {}
 
-func (quietLogger) Errorf(format string, args ...any) {
-	log.Printf("ringflow: checkpoint store: "+format, args...)
+func (s storeLogger) Errorf(format string, args ...any) {
+	s.l.Errorf("checkpoint store: "+format, args...)
+}
+
+// logFailure reports a failure the job restarts from, with a panic's
+// stack, which the error's message leaves out.
+func (j *Job) logFailure(err error, attempt int) {
+	var oe *operator.Error
+	if errors.As(err, &oe) && oe.Stack != nil {
+		j.cfg.Logger.Errorf("attempt %d failed: %v\n%s", attempt+1, err, oe.Stack)
+		return
+	}
+	j.cfg.Logger.Errorf("attempt %d failed: %v", attempt+1, err)
 }
 
 // restoreChannels hands a task the in-flight data that unaligned snapshots

@@ -91,7 +91,8 @@ type Metrics struct {
 }
 
 // Error is a failure of one operator instance: a panic or an error of user
-// code, or a failure of the runtime on its behalf.
+// code, or a failure of the runtime on its behalf. Every error a task
+// returns is one.
 type Error struct {
 	Operator string
 	Subtask  int
@@ -99,12 +100,10 @@ type Error struct {
 	Stack    []byte // the panic's stack, if it was a panic
 }
 
+// Error is one line: the operator, the subtask and the cause. A panic's
+// stack is in Stack, not in the message.
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("operator %q subtask %d: %v", e.Operator, e.Subtask, e.Err)
-	if e.Stack != nil {
-		msg += "\n\n" + string(e.Stack)
-	}
-	return msg
+	return fmt.Sprintf("ringflow: operator %q subtask %d: %v", e.Operator, e.Subtask, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
