@@ -8,7 +8,8 @@ import (
 )
 
 // ProcessFunc is user code that sees one keyed record at a time, with keyed
-// state and timers (Flink's KeyedProcessFunction).
+// state and timers (Flink's KeyedProcessFunction). A ProcessFunc that
+// implements CheckpointListener is told when checkpoints complete or abort.
 type ProcessFunc[K comparable, T, O any] interface {
 	// Open declares the function's state (NewValueState, NewMapState,
 	// NewListState) on s.
@@ -275,15 +276,25 @@ func (p *Process[K, T, O]) RestoreState(r StateReader) error {
 }
 
 // NotifyComplete implements CheckpointListener.
+// The function is told after its state.
 func (p *Process[K, T, O]) NotifyComplete(id uint64) error {
 	for _, t := range p.tables {
 		t.complete(id)
+	}
+	defer Guard(p.Ctx)
+	if l, ok := p.fn.(CheckpointListener); ok {
+		return l.NotifyComplete(id)
 	}
 	return nil
 }
 
 // NotifyAborted implements CheckpointListener.
-func (p *Process[K, T, O]) NotifyAborted(uint64) {}
+func (p *Process[K, T, O]) NotifyAborted(id uint64) {
+	defer Guard(p.Ctx)
+	if l, ok := p.fn.(CheckpointListener); ok {
+		l.NotifyAborted(id)
+	}
+}
 
 // Push implements Input.
 func (p *Process[K, T, O]) Push(recs []T, ts []int64) {

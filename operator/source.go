@@ -10,7 +10,9 @@ import (
 
 // Source produces the records of one subtask of a source operator. Sources
 // are replayable: Position says where the source stands, and Open resumes
-// from such a position.
+// from such a position. A source that implements CheckpointListener is told
+// when a checkpoint completes (for example to acknowledge the messages it
+// covers to a broker) or is aborted.
 type Source[T any] interface {
 	// Open prepares subtask of parallelism to read from pos, a value
 	// Position returned earlier (possibly by another run), or from the
@@ -156,6 +158,24 @@ func (s *SourceRunner[T]) Restore(pos []byte) { s.pos = pos }
 
 // Close implements Operator.
 func (s *SourceRunner[T]) Close() error { return s.src.Close() }
+
+// NotifyComplete implements CheckpointListener: a source that listens is
+// told.
+func (s *SourceRunner[T]) NotifyComplete(id uint64) error {
+	defer Guard(s.Ctx)
+	if l, ok := s.src.(CheckpointListener); ok {
+		return l.NotifyComplete(id)
+	}
+	return nil
+}
+
+// NotifyAborted implements CheckpointListener.
+func (s *SourceRunner[T]) NotifyAborted(id uint64) {
+	defer Guard(s.Ctx)
+	if l, ok := s.src.(CheckpointListener); ok {
+		l.NotifyAborted(id)
+	}
+}
 
 // recoverTo turns a panic in user code called outside the data path (Open,
 // Close) into an *Error in *errp. Defer it directly.

@@ -22,7 +22,19 @@ type Checkpointed interface {
 }
 
 // CheckpointListener is implemented by operators that act when a
-// checkpoint completes or is aborted (two-phase-commit sinks).
+// checkpoint completes or is aborted (two-phase-commit sinks), and may be
+// implemented by user code: a Source, a TwoPhaseSink or a ProcessFunc that
+// implements it is told too (after the operator running it has acted, so a
+// sink's transactions are committed by then).
+//
+// Notifications come on the task's thread, from its mailbox between two
+// batches, never during a call of the operator's other methods and never
+// per record; a task handles them in the order the coordinator sent them,
+// so completed ids increase. They must be quick: the task processes no
+// records meanwhile. As in Flink, a notification may be missed when the job
+// fails or ends first: NotifyComplete(id) says that id and every
+// checkpoint before it are complete. An error from NotifyComplete, or a
+// panic, fails the job.
 type CheckpointListener interface {
 	NotifyComplete(id uint64) error
 	NotifyAborted(id uint64)
