@@ -361,7 +361,7 @@ type lastSeen struct {
 }
 
 func (p *lastSeen) Open(s *operator.KeyedScope[uint64]) error {
-	p.count = operator.NewValueState[uint64, int64](s)
+	p.count = operator.NewValueState[uint64, int64](s, "count")
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
+	"github.com/ringflow/ringflow/snapshot"
 )
 
 // Config configures a job. The zero value is usable: every field has a
@@ -63,6 +64,11 @@ type Config struct {
 	Checkpoint CheckpointConfig
 	// Restart says what to do when a task fails; by default the job fails.
 	Restart RestartStrategy
+	// AllowNonRestoredState lets a job restore a checkpoint that holds
+	// state the job no longer declares (an operator or a state removed or
+	// renamed): that state is dropped, and logged. By default such a
+	// restore fails with a *RestoreMismatchError listing it.
+	AllowNonRestoredState bool
 	// Logger receives what the job reports besides the error Run returns:
 	// a failure it restarted from (with a panic's stack), what a restore
 	// left out or started empty, checkpoints passed over. Default: the
@@ -212,7 +218,12 @@ type Job struct {
 	restored atomic.Uint64 // checkpoint the latest attempt started from
 	paused   atomic.Bool   // PauseCheckpoints
 
+	// declared is the state the job's operators declare, recorded in each
+	// checkpoint; set before checkpoints start.
+	declared []snapshot.StateInfo
+
 	statsMu     sync.Mutex
+	lastRestore RestoreReport
 	checkpoints []CheckpointStats
 	workers     []WorkerStats // summed over finished attempts
 	pool        *sched.Pool   // the running attempt's, or nil

@@ -56,7 +56,7 @@ type listeningProcess struct {
 }
 
 func (p *listeningProcess) Open(s *operator.KeyedScope[uint64]) error {
-	p.sum = operator.NewValueState[uint64, uint64](s)
+	p.sum = operator.NewValueState[uint64, uint64](s, "sum")
 	return nil
 }
 

@@ -58,7 +58,7 @@ func (j *Job) Run(ctx context.Context) error {
 	}
 	for attempt := 0; ; attempt++ {
 		err := j.attempt(ctx, store)
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrGraph) || store == nil ||
+		if err == nil || ctx.Err() != nil || permanent(err) || store == nil ||
 			attempt >= j.cfg.Restart.Attempts {
 			if err != nil && ctx.Err() != nil {
 				return ctx.Err()
@@ -101,7 +101,15 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 	if err := p.open(); err != nil {
 		return err
 	}
+	j.declared = p.declared()
 	if cp != nil {
+		report, err := j.matchState(cp, j.declared)
+		if err != nil {
+			return err
+		}
+		j.statsMu.Lock()
+		j.lastRestore = report
+		j.statsMu.Unlock()
 		if err := p.restoreState(cp); err != nil {
 			return err
 		}

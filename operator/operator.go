@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +79,35 @@ type Context struct {
 	// records waiting (see Task.idleStatus): each call does a piece of a
 	// microsecond or so and reports whether there was any to do.
 	idleWork []func() bool
+	// declared is the state the instance declared as it opened.
+	declared []StateDecl
+}
+
+// StateDecl is one piece of state an operator instance declares: its name,
+// unique within the operator, and its layout (see Layout), which a
+// checkpoint records and a restore compares.
+type StateDecl struct {
+	Name, Layout string
+}
+
+// Declared returns the state the instance declared, in order.
+func (c *Context) Declared() []StateDecl { return c.declared }
+
+// ErrStateName is wrapped by the error for a state name that is empty,
+// holds '/' or NUL, or is declared twice by one operator.
+var ErrStateName = errors.New("bad state name")
+
+// Declare records a piece of the instance's state. Operators declare every
+// state they checkpoint, as they open.
+func (c *Context) Declare(name, layout string) error {
+	switch {
+	case name == "" || strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("%w %q: must be non-empty, without '/' or NUL", ErrStateName, name)
+	case slices.ContainsFunc(c.declared, func(d StateDecl) bool { return d.Name == name }):
+		return fmt.Errorf("%w %q: declared twice (each state needs a name of its own)", ErrStateName, name)
+	}
+	c.declared = append(c.declared, StateDecl{Name: name, Layout: layout})
+	return nil
 }
 
 // Metrics are counters an operator instance updates and a job reports.

@@ -1,7 +1,7 @@
 package operator
 
 import (
-	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/ringflow/ringflow/snapshot/cow"
@@ -85,11 +85,14 @@ type valueSlot[V any] struct {
 	ok bool
 }
 
-// NewValueState declares a value state on s. States are named by their
-// order of declaration, which must not change between runs that restore
-// each other's checkpoints.
-func NewValueState[K comparable, V any](s *KeyedScope[K]) *ValueState[K, V] {
-	t := newTable[K, valueSlot[V]](s.ctx, fmt.Sprintf("value%d", len(*s.tables)), s.hash)
+// NewValueState declares a value state named name on s. A checkpoint keeps
+// each state under its operator's name and its own, with the layout of its
+// types: a restore gives it back by name, whatever the order of
+// declaration, and refuses a checkpoint whose state of that name has
+// another layout. Names are unique within the function, non-empty, without
+// '/'; "event-timers" and "processing-timers" are taken.
+func NewValueState[K comparable, V any](s *KeyedScope[K], name string) *ValueState[K, V] {
+	t := newTableAs[K, valueSlot[V]](s.ctx, name, s.hash, keyedLayout(reflect.TypeFor[K](), Layout(reflect.TypeFor[V]())))
 	*s.tables = append(*s.tables, t)
 	return &ValueState[K, V]{cur: s.cur, m: t.m}
 }
@@ -121,11 +124,11 @@ type mapKey[K, MK comparable] struct {
 	mk  MK
 }
 
-// NewMapState declares a map state on s.
-func NewMapState[K, MK comparable, MV any](s *KeyedScope[K]) *MapState[K, MK, MV] {
+// NewMapState declares a map state named name on s (see NewValueState).
+func NewMapState[K, MK comparable, MV any](s *KeyedScope[K], name string) *MapState[K, MK, MV] {
 	hash := s.hash
-	t := newTable[mapKey[K, MK], MV](s.ctx, fmt.Sprintf("map%d", len(*s.tables)),
-		func(k mapKey[K, MK]) uint64 { return hash(k.key) })
+	layout := keyedLayout(reflect.TypeFor[K](), Layout(reflect.TypeFor[map[MK]MV]()))
+	t := newTableAs[mapKey[K, MK], MV](s.ctx, name, func(k mapKey[K, MK]) uint64 { return hash(k.key) }, layout)
 	*s.tables = append(*s.tables, t)
 	return &MapState[K, MK, MV]{cur: s.cur, m: t.m}
 }
@@ -153,9 +156,9 @@ type ListState[K comparable, V any] struct {
 	m   *cow.Map[K, []V]
 }
 
-// NewListState declares a list state on s.
-func NewListState[K comparable, V any](s *KeyedScope[K]) *ListState[K, V] {
-	t := newTable[K, []V](s.ctx, fmt.Sprintf("list%d", len(*s.tables)), s.hash)
+// NewListState declares a list state named name on s (see NewValueState).
+func NewListState[K comparable, V any](s *KeyedScope[K], name string) *ListState[K, V] {
+	t := newTable[K, []V](s.ctx, name, s.hash)
 	*s.tables = append(*s.tables, t)
 	return &ListState[K, V]{cur: s.cur, m: t.m}
 }

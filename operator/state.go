@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"unsafe"
 
@@ -104,8 +105,24 @@ type keyedTable[K comparable, V any] struct {
 	encodeBuf atomic.Pointer[[]byte]
 }
 
-// newTable makes a keyed state table of ctx's key groups.
+// newTable makes a keyed state table of ctx's key groups, declared with
+// the layouts of K and V.
 func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint64) *keyedTable[K, V] {
+	return newTableAs[K, V](ctx, name, hash, keyedLayout(reflect.TypeFor[K](), Layout(reflect.TypeFor[V]())))
+}
+
+// keyedLayout is the declared layout of keyed state: its key's and its
+// value's.
+func keyedLayout(key reflect.Type, value string) string {
+	return "key " + Layout(key) + ", value " + value
+}
+
+// newTableAs is newTable declaring the given layout, for tables whose V
+// wraps the user's type.
+func newTableAs[K comparable, V any](ctx *Context, name string, hash func(K) uint64, layout string) *keyedTable[K, V] {
+	if err := ctx.Declare(name, layout); err != nil {
+		Fail(ctx, err)
+	}
 	cfg := cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups, HugePages: ctx.HugePages}
 	// NB: sized so that its first insert, inside the first checkpoint's
 	// synchronous part, writes memory the map set up here.

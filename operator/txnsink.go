@@ -53,6 +53,9 @@ func NewTxnSink[T any](sink TwoPhaseSink[T]) *TxnSink[T] { return &TxnSink[T]{si
 func (s *TxnSink[T]) Open(ctx *Context) (err error) {
 	s.Ctx = ctx
 	defer recoverTo(ctx, &err)
+	if err := ctx.Declare("txns", "pre-committed transactions"); err != nil {
+		return err
+	}
 	if err := s.sink.Open(ctx.Subtask, ctx.Parallelism); err != nil {
 		return err
 	}
