@@ -69,6 +69,12 @@ type Config struct {
 	// renamed): that state is dropped, and logged. By default such a
 	// restore fails with a *RestoreMismatchError listing it.
 	AllowNonRestoredState bool
+	// RerunFinished lets a job start on a state directory whose latest
+	// checkpoint is the final one of a finished run: it runs again from
+	// scratch, as a new run (whose file sinks need a directory of their
+	// own, or FileSinkOptions.Fresh). By default Run returns an error
+	// wrapping ErrFinished.
+	RerunFinished bool
 	// Logger receives what the job reports besides the error Run returns:
 	// a failure it restarted from (with a panic's stack), what a restore
 	// left out or started empty, checkpoints passed over. Default: the
@@ -221,6 +227,9 @@ type Job struct {
 	// declared is the state the job's operators declare, recorded in each
 	// checkpoint; set before checkpoints start.
 	declared []snapshot.StateInfo
+	// identity is the job's on its state directory; set before any
+	// operator opens.
+	identity identity
 
 	statsMu     sync.Mutex
 	lastRestore RestoreReport

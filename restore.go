@@ -207,5 +207,6 @@ func sortRefs(refs []StateRef) { slices.SortFunc(refs, compareRefs) }
 // again, so that restarting is pointless.
 func permanent(err error) bool {
 	var mismatch *RestoreMismatchError
-	return errors.Is(err, ErrGraph) || errors.Is(err, ErrConfig) || errors.As(err, &mismatch)
+	return errors.Is(err, ErrGraph) || errors.Is(err, ErrConfig) || errors.Is(err, ErrFinished) ||
+		errors.Is(err, ErrSinkOwned) || errors.As(err, &mismatch)
 }

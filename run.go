@@ -51,10 +51,15 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		s, err := snapshot.Open(ck.StateDir, opts)
 		if err != nil {
-			return fmt.Errorf("ringflow: open the checkpoint store in %s: %w", ck.StateDir, err)
+			return fmt.Errorf("ringflow: open checkpoint store %s: %w", ck.StateDir, err)
 		}
 		defer s.Close()
 		store = s
+		if j.identity, err = loadIdentity(ck.StateDir); err != nil {
+			return err
+		}
+	} else {
+		j.identity = identity{job: newJobID()}
 	}
 	for attempt := 0; ; attempt++ {
 		err := j.attempt(ctx, store)
@@ -86,6 +91,9 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 	var cp *snapshot.Checkpoint
 	if store != nil {
 		if cp, err = p.latest(store); err != nil {
+			return err
+		}
+		if cp, err = j.ofThisRun(cp); err != nil {
 			return err
 		}
 	}

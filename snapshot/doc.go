@@ -84,6 +84,8 @@
 //	|        |    4 | declared state count S (version 2 on)                     |
 //	|        |      | S x { len 4B | operator | len 4B | state | len 4B |       |
 //	|        |      |       layout }, sorted by (operator, state), no duplicates|
+//	|        |    8 | run number of the job on its state dir (version 2 on)     |
+//	|        |    4 | flags: bit 0 final checkpoint of a run (version 2 on)     |
 //	|    end |    8 | xxhash64 of every byte before it                          |
 //	+--------+------+-----------------------------------------------------------+
 //

@@ -23,6 +23,12 @@ type Meta struct {
 	// StatesRecorded is false.
 	States         []StateInfo
 	StatesRecorded bool
+	// Run numbers the runs of a job on one state directory (a job run
+	// again from scratch after it finished starts a new one); Final says
+	// the checkpoint is the last of a run that read all its input. Both
+	// are 0 in format version 1.
+	Run   uint64
+	Final bool
 }
 
 // StateInfo is one piece of state a job declares: its operator, its name
@@ -34,7 +40,7 @@ type StateInfo struct {
 
 func (m Meta) clone() Meta {
 	c := Meta{MaxParallelism: m.MaxParallelism, Parallelism: make(map[string]int, len(m.Parallelism)),
-		States: slices.Clone(m.States), StatesRecorded: m.StatesRecorded}
+		States: slices.Clone(m.States), StatesRecorded: m.StatesRecorded, Run: m.Run, Final: m.Final}
 	for op, p := range m.Parallelism {
 		c.Parallelism[op] = p
 	}
@@ -253,7 +259,7 @@ func (m *manifest) encode() []byte {
 	for _, e := range m.entries {
 		size += entryFixedLen + len(e.key.op)
 	}
-	size += 4
+	size += 4 + 8 + 4
 	for _, st := range m.meta.States {
 		size += 12 + len(st.Operator) + len(st.State) + len(st.Layout)
 	}
@@ -283,6 +289,12 @@ func (m *manifest) encode() []byte {
 			b = append(b, f...)
 		}
 	}
+	b = binary.LittleEndian.AppendUint64(b, m.meta.Run)
+	var flags uint32
+	if m.meta.Final {
+		flags |= flagFinal
+	}
+	b = binary.LittleEndian.AppendUint32(b, flags)
 	return binary.LittleEndian.AppendUint64(b, checksum(b))
 }
 
@@ -373,8 +385,17 @@ func (m *manifest) decodeStates(r *reader) error {
 		}
 		m.meta.States = append(m.meta.States, StateInfo{Operator: f[0], State: f[1], Layout: f[2]})
 	}
+	m.meta.Run = r.u64()
+	flags := r.u32()
+	if flags&^flagFinal != 0 && r.err == nil {
+		return manifestErrorf("unknown flags %#x", flags)
+	}
+	m.meta.Final = flags&flagFinal != 0
 	return r.err
 }
+
+// Manifest flags (version 2 on).
+const flagFinal = 1 << 0
 
 // reader consumes a byte slice; the first short read sets err and every
 // later read returns zeroes.

@@ -15,7 +15,7 @@ func sampleManifest() *manifest {
 		id: 9,
 		meta: Meta{MaxParallelism: 16, Parallelism: map[string]int{"count": 4, "src": 2},
 			States:         []StateInfo{{"count", "reduce", "struct{A int64}"}, {"count", "z", ""}, {"src", "position", "bytes"}},
-			StatesRecorded: true},
+			StatesRecorded: true, Run: 3, Final: true},
 		entries: []manifestEntry{
 			{key: entryKey{kind: KindKeyGroup, op: "count", a: 3}, origin: 7, length: 100, checksum: 0xfeed},
 			{key: entryKey{kind: KindKeyGroup, op: "count", a: 15}, origin: 9, length: 0, checksum: checksum(nil)},
@@ -40,7 +40,7 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 	if back.id != m.id || back.meta.MaxParallelism != 16 || back.meta.Parallelism["src"] != 2 ||
 		len(back.entries) != len(m.entries) || !slices.Equal(back.meta.States, m.meta.States) ||
-		!back.meta.StatesRecorded {
+		!back.meta.StatesRecorded || back.meta.Run != 3 || !back.meta.Final {
 		t.Fatalf("decoded %+v, want %+v", back, m)
 	}
 	for i := range m.entries {
@@ -208,8 +208,8 @@ func TestManifestVersion1(t *testing.T) {
 	sortEntries(m.entries)
 	m.meta.States = nil
 	enc := m.encode()
-	body := enc[:len(enc)-manifestTrailerLen-4] // without the state count
-	body[4] = 1                                 // format version 1
+	body := enc[:len(enc)-manifestTrailerLen-4-8-4] // without the state count, run and flags
+	body[4] = 1                                     // format version 1
 	v1 := binary.LittleEndian.AppendUint64(slices.Clone(body), checksum(body))
 	back, err := decodeManifest(v1)
 	if err != nil {
