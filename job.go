@@ -34,6 +34,8 @@ type Config struct {
 	// FrameBytes is the target payload of a DATA frame; default 32 KiB.
 	FrameBytes int
 	// BatchSize is the most records a source reads at once; default 1024.
+	// A source's watermark advances once per batch (see
+	// operator.WatermarkStrategy): 1 gives a watermark after every record.
 	BatchSize int
 	// MaxBatchDelay bounds how long a record may wait in a partly filled
 	// frame while its task keeps finding input; default 1ms. (A frame is

@@ -41,7 +41,11 @@
 // # Event time
 //
 // Sources assign timestamps and watermarks (WatermarkStrategy: bounded
-// out-of-orderness, idleness). A task's watermark is the minimum over its
+// out-of-orderness, idleness). A source task reads a batch, pushes it down
+// the chain, then advances its watermark: watermarks advance per batch,
+// not per record (a batch size of 1 makes them per record). A source's
+// Read must not block (see Source): the task's checkpoint messages are
+// handled between its reads. A task's watermark is the minimum over its
 // inputs that are neither ended nor idle; if all are idle, its output is
 // marked idle. At the end of input the watermark jumps to MaxWatermark, so
 // every window and event-time timer fires.

@@ -20,7 +20,18 @@ type Source[T any] interface {
 	Open(subtask, parallelism int, pos []byte) error
 	// Read fills buf with up to len(buf) records and returns how many. It
 	// returns io.EOF when the source is exhausted. (0, nil) means nothing is
-	// available now; a Pacer says when to ask again.
+	// available now; a Pacer says when to ask again (else the task asks
+	// again after SourcePoll).
+	//
+	// Read must not block. It runs on a worker thread, between the
+	// source's checkpoint messages: while it waits, the worker's other
+	// tasks wait, and a checkpoint cannot be triggered at the source, so
+	// every checkpoint waits too (a read that blocked for a second held
+	// checkpoints back for about that long, against the 8-21 ms they
+	// took otherwise). A source whose input may block reads it on a
+	// goroutine of its own and hands over what that has read, returning
+	// (0, nil) when there is nothing; ringflow.FromBlocking does this for
+	// a reader of one record at a time.
 	Read(buf []T) (int, error)
 	// Position returns where to resume to read exactly the records after
 	// those Read has returned.
@@ -36,6 +47,16 @@ type Pacer interface {
 }
 
 // WatermarkStrategy configures a source's timestamps and watermarks.
+//
+// A source's watermark advances once per batch it reads (up to the
+// configured batch size, ringflow's Config.BatchSize), from the newest
+// timestamp in that batch, not record by record: every record of a batch
+// is processed before the watermark that follows it. So when event-time
+// timers and windows fire relative to the records around them depends on
+// the batch size (their results do not, for records within the
+// out-of-orderness bound). A job that needs a watermark after every
+// record, as Flink's per-record watermark generators give, sets
+// Config.BatchSize to 1, at a cost in throughput.
 type WatermarkStrategy[T any] struct {
 	// Timestamp extracts a record's event time, in epoch milliseconds.
 	Timestamp func(T) int64
