@@ -26,12 +26,11 @@ type Source[T any] interface {
 	// Read must not block. It runs on a worker thread, between the
 	// source's checkpoint messages: while it waits, the worker's other
 	// tasks wait, and a checkpoint cannot be triggered at the source, so
-	// every checkpoint waits too (a read that blocked for a second held
-	// checkpoints back for about that long, against the 8-21 ms they
-	// took otherwise). A source whose input may block reads it on a
-	// goroutine of its own and hands over what that has read, returning
-	// (0, nil) when there is nothing; ringflow.FromBlocking does this for
-	// a reader of one record at a time.
+	// every checkpoint waits as long as the read. A source whose input
+	// may block reads it on a goroutine of its own and hands over what
+	// that has read, returning (0, nil) when there is nothing;
+	// ringflow.FromBlocking does this for a reader of one record at a
+	// time.
 	Read(buf []T) (int, error)
 	// Position returns where to resume to read exactly the records after
 	// those Read has returned.
