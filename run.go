@@ -18,19 +18,22 @@ import (
 
 // Run checks the configuration and the job graph, starts the job, and
 // waits until every sink has seen the end of its input (bounded sources),
-// the context is cancelled, or an operator fails. It returns nil, ctx.Err(), or the failure, which names the
-// operator and subtask (an *operator.Error). Every worker has exited when
-// Run returns.
+// the context is cancelled, or an operator fails. It returns nil,
+// ctx.Err(), or the failure, which names the operator and subtask (an
+// *operator.Error). Every worker has exited when Run returns.
 //
 // Before it starts anything, Run reports every problem of the Config (each
 // a *ConfigError, wrapping ErrConfig) and of the graph (each wrapping
 // ErrGraph) at once, joined with errors.Join.
 //
 // With checkpoints on, a job whose state dir holds a complete checkpoint
-// resumes from it; a failed task makes the job restore the latest complete
-// checkpoint in place, as often as the restart strategy allows; and a
-// bounded job takes a final checkpoint at the end of its input, so that all
-// its output is committed before Run returns.
+// resumes from it, once its state matches the checkpoint's (else a
+// *RestoreMismatchError; see Config.AllowNonRestoredState), unless that
+// checkpoint is the final one of a finished run (ErrFinished; see
+// Config.RerunFinished); a failed task makes the job restore the latest
+// complete checkpoint in place, as often as the restart strategy allows;
+// and a bounded job takes a final checkpoint at the end of its input, so
+// that all its output is committed before Run returns.
 func (j *Job) Run(ctx context.Context) error {
 	if j.ran {
 		return errors.New("ringflow: Run called twice on one job")
