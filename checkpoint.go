@@ -138,6 +138,10 @@ func (c *CheckpointConfig) validate() []error {
 	if c.Retained < 1 {
 		bad("Retained", "%d: must be at least 1", c.Retained)
 	}
+	if c.AlignmentTimeout > 0 && c.Timeout > 0 && c.AlignmentTimeout >= c.Timeout {
+		bad("AlignmentTimeout", "%v is not below Timeout %v: a checkpoint would time out before it switched to unaligned",
+			c.AlignmentTimeout, c.Timeout)
+	}
 	if c.alignTimeout() >= 0 {
 		if c.Mode == AtLeastOnce {
 			bad("Mode", "at-least-once with unaligned checkpoints (Unaligned or an AlignmentTimeout): unaligned checkpoints are exactly-once")
