@@ -61,6 +61,8 @@ type RestoreMismatchError struct {
 	// Added is the state the job declares that the checkpoint lacks (a
 	// renamed operator or state shows in Dropped and Added).
 	Added []StateRef
+
+	oldFormat bool // the checkpoint is of format version 1
 }
 
 func (e *RestoreMismatchError) Error() string {
@@ -70,6 +72,9 @@ func (e *RestoreMismatchError) Error() string {
 			refList(e.Dropped)))
 		if len(e.Added) > 0 {
 			parts = append(parts, fmt.Sprintf("the job declares %s, which the checkpoint lacks (renamed?)", refList(e.Added)))
+		}
+		if e.oldFormat {
+			parts = append(parts, "the checkpoint is of format version 1, which named a ProcessFunc's state by its order of declaration (value0, map1, ...)")
 		}
 	}
 	for _, c := range e.Changed {
@@ -148,7 +153,7 @@ func (j *Job) matchState(cp *snapshot.Checkpoint, declared []snapshot.StateInfo)
 	for _, st := range meta.States {
 		saved[StateRef{st.Operator, st.State}] = st.Layout
 	}
-	mismatch := &RestoreMismatchError{Checkpoint: cp.ID()}
+	mismatch := &RestoreMismatchError{Checkpoint: cp.ID(), oldFormat: !meta.StatesRecorded}
 	for id := range meta.Parallelism {
 		op, state, _ := strings.Cut(id, "/")
 		switch {
