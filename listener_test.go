@@ -92,7 +92,10 @@ func TestCheckpointListeners(t *testing.T) {
 	ck.storeOptions.FS = errorfs.Wrap(vfs.Default, inj)
 	const par = 2
 	job := NewJob(Config{Parallelism: par, Workers: 2, BatchSize: 20, Checkpoint: ck})
-	const n = 300_000
+	// NB: 0.6 s of input, as in TestStoreFullDuringCheckpoint: enough for
+	// two completed checkpoints besides the two that fail on a busy
+	// machine.
+	const n = 600_000
 	srcNotes, procNotes, sinkNotes := newNotes(), newNotes(), newNotes()
 	gen := Generate(func(i uint64) uint64 { return i }, GenOptions{Count: n, Rate: 1_000_000})
 	src := Source(job, "src", func() SourceFunc[uint64] { return &listeningSource{SourceFunc: gen(), notes: srcNotes} })
