@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/operator"
 )
 
 // TestConfigMistakes checks that Run refuses each configuration that cannot
@@ -173,5 +174,21 @@ func TestCrossJobStreams(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSinkWithCodec checks that WithCodec on a sink, which has no output,
+// is refused at Run, naming the sink.
+func TestSinkWithCodec(t *testing.T) {
+	job := ringflow.NewJob(ringflow.Config{Workers: 1})
+	codec, err := operator.CodecFor[int64]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1})), "sink",
+		func(int64) error { return nil }, ringflow.WithCodec(codec))
+	errs := ringflow.ConfigErrors(job.Run(context.Background()))
+	if len(errs) != 1 || errs[0].Operator != "sink" || errs[0].Field != "WithCodec" {
+		t.Fatalf("config errors %v; want one for sink's WithCodec", errs)
 	}
 }

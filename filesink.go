@@ -21,7 +21,7 @@ type TwoPhaseSink[T any] = operator.TwoPhaseSink[T]
 // exactly once across failures and restarts. Each subtask uses its own
 // sink from newSink.
 func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], opts ...Option) {
-	n, _ := s.job.addNode(name, opts, s.srcs)
+	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	j := s.job
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {

@@ -417,6 +417,17 @@ func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, 
 	return j.addNodeWith(name, o, ports...)
 }
 
+// addSink adds a sink node: one without output, which WithCodec does not
+// fit.
+func (j *Job) addSink(name string, opts []Option, srcs []streamSrc) *node {
+	n, o := j.addNode(name, opts, srcs)
+	if o.codec != nil {
+		j.errs = append(j.errs, &ConfigError{Field: "WithCodec", Operator: name,
+			Problem: "a sink has no output to encode (the codec of its input is its upstream operator's)"})
+	}
+	return n
+}
+
 // addNodeWith is addNode with the options applied.
 func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*node, nodeOptions) {
 	n := &node{id: len(j.nodes), name: name, parallelism: o.parallelism, ports: len(ports)}

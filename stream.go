@@ -337,7 +337,7 @@ func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedSt
 // Sink adds an operator that hands every record to f. An error from f fails
 // the job.
 func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
-	n, _ := s.job.addNode(name, opts, s.srcs)
+	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		op := operator.NewSink(f)
@@ -367,7 +367,7 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
 //		}
 //	})
 func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...Option) {
-	n, _ := s.job.addNode(name, opts, s.srcs)
+	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	if open == nil {
 		s.job.errorf("operator %q: SinkBatches: open is nil", name)
