@@ -48,6 +48,15 @@ func (j *Job) validate() error {
 	}
 	if cyc := j.cycle(); cyc != "" {
 		errs = append(errs, fmt.Errorf("the graph has a cycle through operator %q", cyc))
+	} else {
+		// Records cross a ring at the head of every chain.
+		for _, c := range j.chains() {
+			for _, e := range c.head().inputs {
+				if err := e.codecError(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 	}
 	for i, err := range errs {
 		if !errors.Is(err, ErrConfig) {
