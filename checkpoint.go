@@ -1,8 +1,6 @@
 package ringflow
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ringflow/ringflow/align"
@@ -95,28 +93,62 @@ func (c *CheckpointConfig) alignTimeout() time.Duration {
 	return align.AlwaysAligned
 }
 
-func (c *CheckpointConfig) validate() error {
-	if !c.enabled() {
-		return nil
-	}
+// validate returns every problem of the checkpoint configuration, each a
+// *ConfigError.
+func (c *CheckpointConfig) validate() []error {
 	var errs []error
-	if c.StateDir == "" {
-		errs = append(errs, errors.New("checkpoints need a StateDir"))
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, configErrorf("Checkpoint."+field, format, args...))
 	}
-	if c.MinPause < 0 || c.Timeout < 0 || c.MaxConcurrent < 1 || c.TolerableFailures < 0 || c.Retained < 1 {
-		errs = append(errs, fmt.Errorf("min pause %v, timeout %v, max concurrent %d, tolerable failures %d, retained %d: out of range",
-			c.MinPause, c.Timeout, c.MaxConcurrent, c.TolerableFailures, c.Retained))
+	if c.Mode != ExactlyOnce && c.Mode != AtLeastOnce {
+		bad("Mode", "%d: want ExactlyOnce or AtLeastOnce", int(c.Mode))
+	}
+	if c.Unaligned && c.AlignmentTimeout != 0 {
+		bad("AlignmentTimeout", "%v with Unaligned: unaligned checkpoints never align, so they have no alignment timeout (set one or the other)",
+			c.AlignmentTimeout)
+	}
+	if c.AlignmentTimeout < 0 {
+		bad("AlignmentTimeout", "%v: must not be negative (0 never switches to unaligned)", c.AlignmentTimeout)
+	}
+	if c.Interval < 0 {
+		bad("Interval", "%v: must not be negative (0 turns checkpoints off)", c.Interval)
+	}
+	if !c.enabled() {
+		if c.StateDir != "" {
+			bad("StateDir", "%q without an Interval: the job would take no checkpoints and never use the directory (set Checkpoint.Interval)",
+				c.StateDir)
+		}
+		return errs
+	}
+	if c.StateDir == "" {
+		bad("StateDir", "checkpoints (Interval %v) need a state directory", c.Interval)
+	}
+	if c.MinPause < 0 {
+		bad("MinPause", "%v: must not be negative", c.MinPause)
+	}
+	if c.Timeout < 0 {
+		bad("Timeout", "%v: must not be negative", c.Timeout)
+	}
+	if c.MaxConcurrent < 1 {
+		bad("MaxConcurrent", "%d: must be at least 1", c.MaxConcurrent)
+	}
+	if c.TolerableFailures < 0 {
+		bad("TolerableFailures", "%d: must not be negative", c.TolerableFailures)
+	}
+	if c.Retained < 1 {
+		bad("Retained", "%d: must be at least 1", c.Retained)
+	}
+	if c.AlignmentTimeout > 0 && c.Timeout > 0 && c.AlignmentTimeout >= c.Timeout {
+		bad("AlignmentTimeout", "%v is not below Timeout %v: a checkpoint would time out before it switched to unaligned",
+			c.AlignmentTimeout, c.Timeout)
 	}
 	if c.alignTimeout() >= 0 {
-		if c.Mode != ExactlyOnce {
-			errs = append(errs, errors.New("unaligned checkpoints (an alignment timeout) need exactly-once mode"))
+		if c.Mode == AtLeastOnce {
+			bad("Mode", "at-least-once with unaligned checkpoints (Unaligned or an AlignmentTimeout): unaligned checkpoints are exactly-once")
 		}
-		if c.MaxConcurrent != 1 {
-			errs = append(errs, errors.New("unaligned checkpoints (an alignment timeout) need max concurrent checkpoints 1"))
+		if c.MaxConcurrent > 1 {
+			bad("MaxConcurrent", "%d with unaligned checkpoints (Unaligned or an AlignmentTimeout): must be 1", c.MaxConcurrent)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("ringflow: checkpoint config: %w", errors.Join(errs...))
-	}
-	return nil
+	return errs
 }

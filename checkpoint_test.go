@@ -60,7 +60,7 @@ type seqCheck struct {
 }
 
 func (p *seqCheck) Open(s *operator.KeyedScope[uint64]) error {
-	p.last = operator.NewValueState[uint64, uint64](s)
+	p.last = operator.NewValueState[uint64, uint64](s, "last")
 	return nil
 }
 
@@ -349,7 +349,7 @@ type listCheck struct {
 }
 
 func (p *listCheck) Open(s *operator.KeyedScope[uint64]) error {
-	p.list = operator.NewListState[uint64, uint64](s)
+	p.list = operator.NewListState[uint64, uint64](s, "list")
 	return nil
 }
 

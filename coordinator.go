@@ -558,7 +558,8 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 }
 
 func (c *coordinator) meta(f *inflight) snapshot.Meta {
-	return snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops}
+	return snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops, States: c.job.declared,
+		Run: c.job.identity.run, Final: f.final}
 }
 
 // commitNow commits f on the writer goroutine, or, while the pool is

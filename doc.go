@@ -20,6 +20,15 @@
 // sinks commit output only when a checkpoint covering it completes, so the
 // committed output holds every record exactly once.
 //
+// A job may change between runs on one state directory. Its state is kept
+// by name — each operator's name, and each state's name within it — with
+// the layout of its type, and a restore matches the job's state with the
+// checkpoint's by name: state the job no longer declares, or whose type
+// changed, fails the restore with a *RestoreMismatchError
+// (Config.AllowNonRestoredState drops state on purpose), and new state
+// starts empty (LastRestore reports it). So an operator's name is its identity across runs:
+// rename it only together with its state.
+//
 // See example_test.go for runnable examples, and the package docs of ring,
 // sched, operator, align, snapshot and keygroups for each part's design.
 package ringflow

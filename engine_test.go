@@ -361,7 +361,7 @@ type lastSeen struct {
 }
 
 func (p *lastSeen) Open(s *operator.KeyedScope[uint64]) error {
-	p.count = operator.NewValueState[uint64, int64](s)
+	p.count = operator.NewValueState[uint64, int64](s, "count")
 	return nil
 }
 
@@ -493,6 +493,9 @@ func TestPanicFailsJob(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Operator != "boom" || !errors.Is(err, operator.ErrPanic) ||
 		!strings.Contains(err.Error(), "record 5000 is cursed") || !strings.Contains(string(oe.Stack), "engine_test.go") {
 		t.Fatalf("Run returned %v; want an operator.Error for boom with the panic and its stack", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") {
+		t.Errorf("Error() has %d lines; want one (the stack is in operator.Error.Stack)", strings.Count(msg, "\n")+1)
 	}
 	t.Logf("error: %.200s", err)
 	waitGoroutines(t, before)

@@ -21,21 +21,43 @@ type TwoPhaseSink[T any] = operator.TwoPhaseSink[T]
 // exactly once across failures and restarts. Each subtask uses its own
 // sink from newSink.
 func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], opts ...Option) {
-	n, _ := s.job.addNode(name, opts, s.srcs)
+	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
+	j := s.job
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
-		op := operator.NewTxnSink(newSink())
+		sink := newSink()
+		if o, ok := sink.(ownedSink); ok {
+			o.setOwner(func() identity { return j.identity })
+		}
+		op := operator.NewTxnSink(sink)
 		return []any{operator.Input[T](op)}, op
 	}
 }
+
+// ownedSink is a sink that records which job and run own its output.
+type ownedSink interface{ setOwner(func() identity) }
 
 // FileSink returns a transactional sink that writes each record as a line
 // of a part file in dir. A transaction is a part file under dir/.pending;
 // committing renames it into dir. So dir only ever holds committed data:
 // the files dir/part-<subtask>-<n> of completed checkpoints.
-func FileSink(dir string) func() TwoPhaseSink[string] {
-	return FileSinkOf(dir, func(b []byte, line string) []byte { return append(b, line...) })
+func FileSink(dir string) func() TwoPhaseSink[string] { return FileSinkWith(dir, FileSinkOptions{}) }
+
+// FileSinkOptions configure FileSinkWith and FileSinkOfWith.
+type FileSinkOptions struct {
+	// Fresh deletes the output of another job or run found in the
+	// directory (its part files and pending transactions) and takes the
+	// directory over. The job's own output, when it restarts or resumes,
+	// is kept.
+	Fresh bool
 }
+
+// FileSinkWith is FileSink with options.
+func FileSinkWith(dir string, opts FileSinkOptions) func() TwoPhaseSink[string] {
+	return FileSinkOfWith(dir, opts, appendString)
+}
+
+func appendString(b []byte, line string) []byte { return append(b, line...) }
 
 // FileSinkOf is FileSink for records of any type: format appends a
 // record's line, without its newline, to b and returns the result. The
@@ -43,11 +65,21 @@ func FileSink(dir string) func() TwoPhaseSink[string] {
 // buffered part file, so that, unlike formatting each record into a
 // string, writing a record allocates nothing.
 func FileSinkOf[T any](dir string, format func(b []byte, r T) []byte) func() TwoPhaseSink[T] {
-	return func() TwoPhaseSink[T] { return &fileSink[T]{dir: dir, format: format} }
+	return FileSinkOfWith(dir, FileSinkOptions{}, format)
 }
+
+// FileSinkOfWith is FileSinkOf with options.
+func FileSinkOfWith[T any](dir string, opts FileSinkOptions, format func(b []byte, r T) []byte) func() TwoPhaseSink[T] {
+	return func() TwoPhaseSink[T] { return &fileSink[T]{dir: dir, fresh: opts.Fresh, format: format} }
+}
+
+// ownerFile is the file in a FileSink directory that names its owner.
+const ownerFile = ".ringflow-owner"
 
 type fileSink[T any] struct {
 	dir      string
+	fresh    bool
+	owner    func() identity // nil outside a job
 	format   func([]byte, T) []byte
 	line     []byte // format's buffer, reused
 	sub, par int
@@ -59,9 +91,91 @@ type fileSink[T any] struct {
 
 func (s *fileSink[T]) pendingDir() string { return filepath.Join(s.dir, ".pending") }
 
+func (s *fileSink[T]) setOwner(f func() identity) { s.owner = f }
+
 func (s *fileSink[T]) Open(subtask, parallelism int) error {
 	s.sub, s.par = subtask, parallelism
-	return os.MkdirAll(s.pendingDir(), 0o755)
+	if err := os.MkdirAll(s.pendingDir(), 0o755); err != nil {
+		return err
+	}
+	if s.owner == nil {
+		return nil
+	}
+	return s.claim(s.owner())
+}
+
+// claim makes sure the directory is the output of job id: it is if its
+// owner file says so; it becomes so if it holds no output (or Fresh
+// deletes what it holds).
+func (s *fileSink[T]) claim(id identity) error {
+	b, err := os.ReadFile(filepath.Join(s.dir, ownerFile))
+	var other string
+	switch {
+	case err == nil:
+		was, ok := parseIdentity(string(b))
+		if ok && was.job == id.job && was.run == id.run {
+			return nil
+		}
+		other = fmt.Sprintf("the output of %s", was)
+		if !ok {
+			other = fmt.Sprintf("output whose owner file is unreadable (%q)", b)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		parts, err := s.outputFiles()
+		if err != nil {
+			return err
+		}
+		if len(parts) == 0 {
+			return s.own(id)
+		}
+		other = fmt.Sprintf("%d files of output that no job claims (%s, ...)", len(parts), filepath.Base(parts[0]))
+	default:
+		return err
+	}
+	if !s.fresh {
+		return fmt.Errorf("%w: %s holds %s; this is %s, and its output would mix with it (use another directory, or FileSinkOptions.Fresh to delete that output)",
+			ErrSinkOwned, s.dir, other, id)
+	}
+	parts, err := s.outputFiles()
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("file sink: start %s afresh: %w", s.dir, err)
+		}
+	}
+	return s.own(id)
+}
+
+// own records id as the directory's owner.
+func (s *fileSink[T]) own(id identity) error {
+	data := id.encode()
+	if id.stateDir != "" {
+		data += "state " + id.stateDir + "\n"
+	}
+	if err := writeFileAtomic(s.dir, ownerFile, data); err != nil {
+		return fmt.Errorf("file sink: record the owner of %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// outputFiles lists the committed and pending part files of the
+// directory.
+func (s *fileSink[T]) outputFiles() ([]string, error) {
+	var out []string
+	for _, dir := range []string{s.dir, s.pendingDir()} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if _, _, ok := partSeq(e.Name()); ok && !e.IsDir() {
+				out = append(out, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	return out, nil
 }
 
 // partSeq parses "part-<subtask>-<seq>".

@@ -3,6 +3,8 @@ package ringflow
 import (
 	"errors"
 	"fmt"
+	"log"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,7 +12,9 @@ import (
 
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
+	"github.com/ringflow/ringflow/snapshot"
 )
 
 // Config configures a job. The zero value is usable: every field has a
@@ -30,6 +34,8 @@ type Config struct {
 	// FrameBytes is the target payload of a DATA frame; default 32 KiB.
 	FrameBytes int
 	// BatchSize is the most records a source reads at once; default 1024.
+	// A source's watermark advances once per batch (see
+	// operator.WatermarkStrategy): 1 gives a watermark after every record.
 	BatchSize int
 	// MaxBatchDelay bounds how long a record may wait in a partly filled
 	// frame while its task keeps finding input; default 1ms. (A frame is
@@ -60,7 +66,36 @@ type Config struct {
 	Checkpoint CheckpointConfig
 	// Restart says what to do when a task fails; by default the job fails.
 	Restart RestartStrategy
+	// AllowNonRestoredState lets a job restore a checkpoint that holds
+	// state the job no longer declares (an operator or a state removed or
+	// renamed): that state is dropped, and logged. By default such a
+	// restore fails with a *RestoreMismatchError listing it.
+	AllowNonRestoredState bool
+	// RerunFinished lets a job start on a state directory whose latest
+	// checkpoint is the final one of a finished run: it runs again from
+	// scratch, as a new run (whose file sinks need a directory of their
+	// own, or FileSinkOptions.Fresh). By default Run returns an error
+	// wrapping ErrFinished.
+	RerunFinished bool
+	// Logger receives what the job reports besides the error Run returns:
+	// a failure it restarted from (with a panic's stack), what a restore
+	// left out or started empty, checkpoints passed over. Default: the
+	// standard library's log package.
+	Logger Logger
 }
+
+// Logger receives a job's reports (see Config.Logger); it may be called
+// from any goroutine.
+type Logger interface {
+	Infof(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// stdLogger writes to the standard library's log package.
+type stdLogger struct{}
+
+func (stdLogger) Infof(format string, args ...any)  { log.Printf("ringflow: "+format, args...) }
+func (stdLogger) Errorf(format string, args ...any) { log.Printf("ringflow: "+format, args...) }
 
 func (c Config) withDefaults() Config {
 	if c.Parallelism == 0 {
@@ -81,27 +116,99 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchDelay == 0 {
 		c.MaxBatchDelay = time.Millisecond
 	}
+	if c.Logger == nil {
+		c.Logger = stdLogger{}
+	}
 	c.Checkpoint = c.Checkpoint.withDefaults()
 	return c
 }
 
+// ErrConfig is wrapped by every problem Run finds in a job's Config or in
+// an operator's options.
+var ErrConfig = errors.New("ringflow: invalid configuration")
+
+// ConfigError is one problem with a job's configuration: a Config field,
+// or an option of one operator. It wraps ErrConfig. Run reports every
+// problem it finds at once (errors.Join); errors.As finds the first, and
+// ConfigErrors lists them all.
+type ConfigError struct {
+	// Field is the Config field, as written in Go ("Checkpoint.StateDir"),
+	// or the option ("Parallelism").
+	Field string
+	// Operator is the operator whose option is wrong; "" for Config.
+	Operator string
+	// Problem says what is wrong and what would be right.
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Operator != "" {
+		return fmt.Sprintf("ringflow: operator %q: option %s: %s", e.Operator, e.Field, e.Problem)
+	}
+	return fmt.Sprintf("ringflow: config %s: %s", e.Field, e.Problem)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+// ConfigErrors returns every *ConfigError in err's tree, in order.
+func ConfigErrors(err error) []*ConfigError {
+	var out []*ConfigError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *ConfigError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+func configErrorf(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// validate reports every problem of the configuration, each a
+// *ConfigError, joined; nil if there is none.
 func (c Config) validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) { errs = append(errs, configErrorf(field, format, args...)) }
 	if c.Workers < 0 {
-		return fmt.Errorf("ringflow: %d workers: must be at least 1 (or 0 for the default)", c.Workers)
+		bad("Workers", "%d: must be at least 1 (or 0 for the default)", c.Workers)
 	}
 	if c.Parallelism < 1 {
-		return fmt.Errorf("ringflow: default parallelism %d: must be at least 1", c.Parallelism)
+		bad("Parallelism", "%d: must be at least 1 (or 0 for the default)", c.Parallelism)
 	}
 	if err := keygroups.ValidateMaxParallelism(c.MaxParallelism); err != nil {
-		return fmt.Errorf("ringflow: %w", err)
+		bad("MaxParallelism", "%v", err)
 	}
-	if c.BatchSize < 1 || c.FrameBytes < 64 {
-		return fmt.Errorf("ringflow: batch size %d and frame bytes %d: need at least 1 and 64", c.BatchSize, c.FrameBytes)
+	if r := c.RingCapacity; r < ring.MinCapacity || r > ring.MaxCapacity || r&(r-1) != 0 {
+		bad("RingCapacity", "%d: must be a power of two in [%d, %d]", r, ring.MinCapacity, ring.MaxCapacity)
+	}
+	if c.BatchSize < 1 {
+		bad("BatchSize", "%d: must be at least 1", c.BatchSize)
+	}
+	if c.FrameBytes < 64 {
+		bad("FrameBytes", "%d: must be at least 64", c.FrameBytes)
+	}
+	if c.MaxBatchDelay < 0 {
+		bad("MaxBatchDelay", "%v: must not be negative", c.MaxBatchDelay)
 	}
 	if c.Restart.Attempts < 0 || c.Restart.Delay < 0 {
-		return fmt.Errorf("ringflow: restart strategy %+v: attempts and delay must not be negative", c.Restart)
+		bad("Restart", "%+v: attempts and delay must not be negative", c.Restart)
 	}
-	return c.Checkpoint.validate()
+	if c.Restart.Attempts > 0 && !c.Checkpoint.enabled() {
+		bad("Restart.Attempts", "%d restarts without checkpoints: a restart restores a checkpoint (set Checkpoint.Interval and StateDir)",
+			c.Restart.Attempts)
+	}
+	return errors.Join(append(errs, c.Checkpoint.validate()...)...)
 }
 
 // Job is a dataflow graph under construction, then running. Build it with
@@ -119,7 +226,15 @@ type Job struct {
 	restored atomic.Uint64 // checkpoint the latest attempt started from
 	paused   atomic.Bool   // PauseCheckpoints
 
+	// declared is the state the job's operators declare, recorded in each
+	// checkpoint; set before checkpoints start.
+	declared []snapshot.StateInfo
+	// identity is the job's on its state directory; set before any
+	// operator opens.
+	identity identity
+
 	statsMu     sync.Mutex
+	lastRestore RestoreReport
 	checkpoints []CheckpointStats
 	workers     []WorkerStats // summed over finished attempts
 	pool        *sched.Pool   // the running attempt's, or nil
@@ -240,40 +355,83 @@ type edge struct {
 	keyHash  any // operator.KeyHasher[T] for Hash edges
 }
 
-// Option sets a property of an operator.
-type Option func(*nodeOptions)
+// Option sets a property of an operator; every operator takes the
+// options this package returns as an Option.
+type Option interface{ apply(*nodeOptions) }
+
+// WindowOption sets a property of a window operator (Window): every Option,
+// and the options that only windows have (AllowedLateness, LateRecords).
+// Those are not Options, so giving one to another operator does not
+// compile.
+type WindowOption interface{ applyWindow(*nodeOptions) }
+
+// NodeOption is an Option that fits every operator, windows included.
+type NodeOption func(*nodeOptions)
+
+func (f NodeOption) apply(o *nodeOptions)       { f(o) }
+func (f NodeOption) applyWindow(o *nodeOptions) { f(o) }
+
+// windowOnly is an option that only window operators take.
+type windowOnly func(*nodeOptions)
+
+func (f windowOnly) applyWindow(o *nodeOptions) { f(o) }
 
 type nodeOptions struct {
-	parallelism int
-	codec       any // operator.Codec of the output type
-	lateness    time.Duration
-	late        any // func(T) for late window records
+	parallelism    int
+	parallelismSet bool
+	codec          any // operator.Codec of the output type
+	lateness       time.Duration
+	late           any // func(T) for late window records
 }
 
-// Parallelism sets the number of subtasks of an operator.
-func Parallelism(p int) Option { return func(o *nodeOptions) { o.parallelism = p } }
+// Parallelism sets the number of subtasks of an operator, at least 1.
+func Parallelism(p int) NodeOption {
+	return func(o *nodeOptions) { o.parallelism, o.parallelismSet = p, true }
+}
 
 // WithCodec sets the codec for an operator's output records, for types the
 // built-in codecs cannot encode or to encode them more compactly.
-func WithCodec[T any](c operator.Codec[T]) Option { return func(o *nodeOptions) { o.codec = c } }
+func WithCodec[T any](c operator.Codec[T]) NodeOption { return func(o *nodeOptions) { o.codec = c } }
 
 // AllowedLateness keeps a window operator's windows this long after they
-// fired; late records within it update and re-fire them.
-func AllowedLateness(d time.Duration) Option { return func(o *nodeOptions) { o.lateness = d } }
+// fired; late records within it update and re-fire them. Only Window takes
+// it.
+func AllowedLateness(d time.Duration) WindowOption {
+	return windowOnly(func(o *nodeOptions) { o.lateness = d })
+}
 
 // LateRecords sends a window operator's records that arrive past their
-// windows' allowed lateness to f (they are counted either way).
-func LateRecords[T any](f func(T)) Option { return func(o *nodeOptions) { o.late = f } }
+// windows' allowed lateness to f (they are counted either way). Only Window
+// takes it, and T must be the window's input type.
+func LateRecords[T any](f func(T)) WindowOption {
+	return windowOnly(func(o *nodeOptions) { o.late = f })
+}
 
 // addNode adds a node fed by the given streams' sources on port 0 (and port
 // 1 for the second list).
 func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, nodeOptions) {
 	var o nodeOptions
-	for _, f := range opts {
-		f(&o)
+	for _, opt := range opts {
+		opt.apply(&o)
 	}
+	return j.addNodeWith(name, o, ports...)
+}
+
+// addSink adds a sink node: one without output, which WithCodec does not
+// fit.
+func (j *Job) addSink(name string, opts []Option, srcs []streamSrc) *node {
+	n, o := j.addNode(name, opts, srcs)
+	if o.codec != nil {
+		j.errs = append(j.errs, &ConfigError{Field: "WithCodec", Operator: name,
+			Problem: "a sink has no output to encode (the codec of its input is its upstream operator's)"})
+	}
+	return n
+}
+
+// addNodeWith is addNode with the options applied.
+func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*node, nodeOptions) {
 	n := &node{id: len(j.nodes), name: name, parallelism: o.parallelism, ports: len(ports)}
-	if n.parallelism == 0 {
+	if !o.parallelismSet {
 		n.parallelism = j.cfg.Parallelism
 	}
 	switch {
@@ -296,6 +454,23 @@ func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, 
 	j.nodes = append(j.nodes, n)
 	j.metrics[name] = new(operator.Metrics)
 	return n, o
+}
+
+// describe names a job by its first operators, for errors that involve
+// two jobs.
+func (j *Job) describe() string {
+	if j == nil {
+		return "no job"
+	}
+	var names []string
+	for _, n := range j.nodes {
+		if len(names) == 3 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, strconv.Quote(n.name))
+	}
+	return "the job of " + strings.Join(names, ", ")
 }
 
 func (j *Job) errorf(format string, args ...any) {

@@ -1,6 +1,7 @@
 package ringflow
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ringflow/ringflow/keygroups"
@@ -26,7 +27,8 @@ func (j *Job) validate() error {
 	sinks := 0
 	for _, n := range j.nodes {
 		if n.parallelism < 1 {
-			errs = append(errs, fmt.Errorf("operator %q: parallelism %d: must be at least 1", n.name, n.parallelism))
+			errs = append(errs, fmt.Errorf("operator %q: parallelism %d: must be at least 1 (without the option it is Config.Parallelism)",
+				n.name, n.parallelism))
 		}
 		if n.keyed && n.parallelism > j.cfg.MaxParallelism {
 			errs = append(errs, fmt.Errorf("operator %q: parallelism %d exceeds the max parallelism %d",
@@ -46,22 +48,22 @@ func (j *Job) validate() error {
 	}
 	if cyc := j.cycle(); cyc != "" {
 		errs = append(errs, fmt.Errorf("the graph has a cycle through operator %q", cyc))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %v", ErrGraph, joinErrs(errs))
-	}
-	return nil
-}
-
-func joinErrs(errs []error) string {
-	s := ""
-	for i, e := range errs {
-		if i > 0 {
-			s += "; "
+	} else {
+		// Records cross a ring at the head of every chain.
+		for _, c := range j.chains() {
+			for _, e := range c.head().inputs {
+				if err := e.codecError(); err != nil {
+					errs = append(errs, err)
+				}
+			}
 		}
-		s += e.Error()
 	}
-	return s
+	for i, err := range errs {
+		if !errors.Is(err, ErrConfig) {
+			errs[i] = fmt.Errorf("%w: %w", ErrGraph, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cycle returns the name of an operator on a cycle, or "". Graphs built

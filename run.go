@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"runtime"
 	"time"
 
@@ -17,26 +16,32 @@ import (
 	"github.com/ringflow/ringflow/snapshot"
 )
 
-// Run checks the job graph, starts it, and waits until every sink has seen
-// the end of its input (bounded sources), the context is cancelled, or an
-// operator fails. It returns nil, ctx.Err(), or the failure, which names the
-// operator and subtask (an *operator.Error). Every worker has exited when
-// Run returns.
+// Run checks the configuration and the job graph, starts the job, and
+// waits until every sink has seen the end of its input (bounded sources),
+// the context is cancelled, or an operator fails. It returns nil,
+// ctx.Err(), or the failure, which names the operator and subtask (an
+// *operator.Error). Every worker has exited when Run returns.
+//
+// Before it starts anything, Run reports every problem of the Config (each
+// a *ConfigError, wrapping ErrConfig) and of the graph (each wrapping
+// ErrGraph) at once, joined with errors.Join.
 //
 // With checkpoints on, a job whose state dir holds a complete checkpoint
-// resumes from it; a failed task makes the job restore the latest complete
-// checkpoint in place, as often as the restart strategy allows; and a
-// bounded job takes a final checkpoint at the end of its input, so that all
-// its output is committed before Run returns.
+// resumes from it, once its state matches the checkpoint's (else a
+// *RestoreMismatchError; see Config.AllowNonRestoredState), unless that
+// checkpoint is the final one of a finished run (ErrFinished; see
+// Config.RerunFinished); a failed task makes the job restore the latest
+// complete checkpoint in place, as often as the restart strategy allows;
+// and a bounded job takes a final checkpoint at the end of its input, so
+// that all its output is committed before Run returns.
 func (j *Job) Run(ctx context.Context) error {
 	if j.ran {
 		return errors.New("ringflow: Run called twice on one job")
 	}
 	j.ran = true
-	if err := j.cfg.validate(); err != nil {
-		return err
-	}
-	if err := j.validate(); err != nil {
+	// NB: nothing starts before the whole configuration and graph are
+	// checked, and every problem is reported at once.
+	if err := errors.Join(j.cfg.validate(), j.validate()); err != nil {
 		return err
 	}
 	defer reserveP(j.cfg.Workers)()
@@ -45,24 +50,30 @@ func (j *Job) Run(ctx context.Context) error {
 		opts := ck.storeOptions
 		opts.Retained = ck.Retained
 		if opts.Logger == nil {
-			opts.Logger = quietLogger{}
+			opts.Logger = storeLogger{j.cfg.Logger}
 		}
 		s, err := snapshot.Open(ck.StateDir, opts)
 		if err != nil {
-			return fmt.Errorf("ringflow: open checkpoint store: %w", err)
+			return fmt.Errorf("ringflow: open checkpoint store %s: %w", ck.StateDir, err)
 		}
 		defer s.Close()
 		store = s
+		if j.identity, err = loadIdentity(ck.StateDir); err != nil {
+			return err
+		}
+	} else {
+		j.identity = identity{job: newJobID()}
 	}
 	for attempt := 0; ; attempt++ {
 		err := j.attempt(ctx, store)
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrGraph) || store == nil ||
+		if err == nil || ctx.Err() != nil || permanent(err) || store == nil ||
 			attempt >= j.cfg.Restart.Attempts {
 			if err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return err
 		}
+		j.logFailure(err, attempt)
 		j.restarts.Add(1)
 		select {
 		case <-time.After(j.cfg.Restart.Delay):
@@ -85,6 +96,9 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		if cp, err = p.latest(store); err != nil {
 			return err
 		}
+		if cp, err = j.ofThisRun(cp); err != nil {
+			return err
+		}
 	}
 	if cp != nil {
 		if err := p.restorePositions(cp); err != nil {
@@ -92,13 +106,21 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		}
 		j.restored.Store(cp.ID())
 		for _, skipped := range cp.Skipped {
-			log.Printf("ringflow: restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
+			j.cfg.Logger.Errorf("restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
 		}
 	}
 	if err := p.open(); err != nil {
 		return err
 	}
+	j.declared = p.declared()
 	if cp != nil {
+		report, err := j.matchState(cp, j.declared)
+		if err != nil {
+			return err
+		}
+		j.statsMu.Lock()
+		j.lastRestore = report
+		j.statsMu.Unlock()
 		if err := p.restoreState(cp); err != nil {
 			return err
 		}
@@ -440,14 +462,25 @@ func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
 	return nil
 }
 
-// quietLogger drops the store's informational lines and logs its errors
-// (corruption found, checkpoints passed over).
-type quietLogger struct{}
+// storeLogger drops the store's informational lines and passes on its
+// errors (corruption found, checkpoints passed over).
+type storeLogger struct{ l Logger }
 
-func (quietLogger) Infof(string, ...any) {}
+func (storeLogger) Infof(string, ...any) {}
 
-func (quietLogger) Errorf(format string, args ...any) {
-	log.Printf("ringflow: checkpoint store: "+format, args...)
+func (s storeLogger) Errorf(format string, args ...any) {
+	s.l.Errorf("checkpoint store: "+format, args...)
+}
+
+// logFailure reports a failure the job restarts from, with a panic's
+// stack, which the error's message leaves out.
+func (j *Job) logFailure(err error, attempt int) {
+	var oe *operator.Error
+	if errors.As(err, &oe) && oe.Stack != nil {
+		j.cfg.Logger.Errorf("attempt %d failed: %v\n%s", attempt+1, err, oe.Stack)
+		return
+	}
+	j.cfg.Logger.Errorf("attempt %d failed: %v", attempt+1, err)
 }
 
 // restoreChannels hands a task the in-flight data that unaligned snapshots

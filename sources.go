@@ -3,6 +3,7 @@ package ringflow
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -182,4 +183,110 @@ func (s *fileLines) Close() error {
 		return nil
 	}
 	return s.f.Close()
+}
+
+// BlockingReader reads the records of one subtask one at a time, and may
+// block doing so (a socket, a pipe, a broker's client). See FromBlocking.
+type BlockingReader[T any] interface {
+	// Next returns the next record and the position after it: a position
+	// to resume from, as Source.Position would return it after the
+	// record (the source keeps the slice: Next must not change it later).
+	// It returns io.EOF at the end of the input.
+	Next() (rec T, pos []byte, err error)
+	// Close releases the reader. It must make a Next that is blocked
+	// return (with any error).
+	Close() error
+}
+
+// FromBlocking returns a source over readers that may block: open makes
+// each subtask's reader, at pos (nil: the beginning). Each reader runs on
+// a goroutine of its own, at most buffer records (at least 1) ahead of the
+// job; the source's Read only takes what the goroutine has read. So a
+// read that waits for input holds back neither the worker's other tasks
+// nor checkpoints: a checkpoint's position is that of the last record Read
+// handed over, and the records read ahead are read again after a restore.
+func FromBlocking[T any](open func(subtask, parallelism int, pos []byte) (BlockingReader[T], error), buffer int) NewSource[T] {
+	return func() SourceFunc[T] { return &blockingSource[T]{open: open, buffer: max(buffer, 1)} }
+}
+
+type blockingSource[T any] struct {
+	open   func(subtask, parallelism int, pos []byte) (BlockingReader[T], error)
+	buffer int
+	r      BlockingReader[T]
+	recs   chan blockingRec[T]
+	stop   chan struct{}
+	done   chan struct{}
+	pos    []byte
+	err    error // the reader's final error (io.EOF at the end)
+}
+
+type blockingRec[T any] struct {
+	rec T
+	pos []byte
+	err error
+}
+
+func (s *blockingSource[T]) Open(subtask, parallelism int, pos []byte) error {
+	r, err := s.open(subtask, parallelism, pos)
+	if err != nil {
+		return err
+	}
+	s.r, s.pos = r, pos
+	s.recs, s.stop, s.done = make(chan blockingRec[T], s.buffer), make(chan struct{}), make(chan struct{})
+	go s.readAhead()
+	return nil
+}
+
+// readAhead runs on the source's goroutine until the reader fails or ends,
+// or Close stops it.
+func (s *blockingSource[T]) readAhead() {
+	defer close(s.done)
+	for {
+		rec, pos, err := s.r.Next()
+		select {
+		case s.recs <- blockingRec[T]{rec, pos, err}:
+		case <-s.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *blockingSource[T]) Read(buf []T) (int, error) {
+	n := 0
+take:
+	for n < len(buf) && s.err == nil {
+		select {
+		case r := <-s.recs:
+			if r.err != nil {
+				s.err = r.err
+				break take
+			}
+			buf[n], s.pos = r.rec, r.pos
+			n++
+		default:
+			break take // nothing read ahead: (0, nil) lets the task go on
+		}
+	}
+	switch {
+	case s.err != nil && !errors.Is(s.err, io.EOF):
+		return n, fmt.Errorf("blocking reader: %w", s.err)
+	case n == 0 && s.err != nil:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (s *blockingSource[T]) Position() []byte { return s.pos }
+
+func (s *blockingSource[T]) Close() error {
+	if s.r == nil {
+		return nil
+	}
+	close(s.stop)
+	err := s.r.Close()
+	<-s.done
+	return err
 }

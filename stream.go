@@ -1,7 +1,10 @@
 package ringflow
 
 import (
+	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringflow/ringflow/operator"
@@ -120,12 +123,55 @@ func FlatMap[T, U any](s Stream[T], name string, f func(T, *Collector[U]), opts 
 }
 
 // Union merges streams of the same type into one.
+// Streams of different jobs cannot be merged: Union records the mistake in
+// both jobs, so that Run of either fails, and leaves the other job's
+// streams out.
 func Union[T any](s Stream[T], more ...Stream[T]) Stream[T] {
 	u := Stream[T]{job: s.job, srcs: append([]streamSrc(nil), s.srcs...)}
 	for _, m := range more {
+		if !sameJob("Union", s.untyped(), m.untyped()) {
+			continue
+		}
 		u.srcs = append(u.srcs, m.srcs...)
 	}
 	return u
+}
+
+// untyped returns the stream without its record type.
+func (s Stream[T]) untyped() anyStream { return anyStream{s.job, s.srcs} }
+
+// anyStream is a stream of records of any type, for graph checks.
+type anyStream struct {
+	job  *Job
+	srcs []streamSrc
+}
+
+// sameJob reports whether a and b belong to one job; if not, it records a
+// graph error naming both streams' operators in each job.
+func sameJob(what string, a, b anyStream) bool {
+	if a.job == b.job {
+		return true
+	}
+	err := fmt.Errorf("%s: the stream of %s and the stream of %s belong to different jobs (%s and %s); a stream can only be combined with streams of its own job",
+		what, a.operators(), b.operators(), a.job.describe(), b.job.describe())
+	for _, j := range []*Job{a.job, b.job} {
+		if j != nil {
+			j.errs = append(j.errs, err)
+		}
+	}
+	return false
+}
+
+// operators names the operators the stream draws from.
+func (s anyStream) operators() string {
+	var names []string
+	for _, src := range s.srcs {
+		names = append(names, strconv.Quote(src.node.name))
+	}
+	if len(names) == 0 {
+		return "no operator"
+	}
+	return strings.Join(names, ", ")
 }
 
 // Rebalance makes the next operator receive the stream's batches spread
@@ -235,8 +281,12 @@ type WindowResult[K comparable, O any] = operator.WindowResult[K, O]
 // Window adds a keyed operator that aggregates each key's records per
 // event-time window and emits each window's result once the watermark
 // passes its end.
-func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windows, agg AggregateFunc[T, A, O], opts ...Option) Stream[WindowResult[K, O]] {
-	n, o := k.job.addNode(name, opts, k.srcs)
+func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windows, agg AggregateFunc[T, A, O], opts ...WindowOption) Stream[WindowResult[K, O]] {
+	var wopts nodeOptions
+	for _, opt := range opts {
+		opt.applyWindow(&wopts)
+	}
+	n, o := k.job.addNodeWith(name, wopts, k.srcs)
 	n.keyed = true
 	if err := w.Validate(); err != nil {
 		k.job.errorf("window %q: %v", name, err)
@@ -245,7 +295,8 @@ func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windo
 	if o.late != nil {
 		f, ok := o.late.(func(T))
 		if !ok {
-			k.job.errorf("window %q: LateRecords takes a func(%s)", name, reflect.TypeFor[T]())
+			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name,
+				Problem: fmt.Sprintf("takes a func(%s), the window's input, not a %T", reflect.TypeFor[T](), o.late)})
 		}
 		wo.Late = f
 	}
@@ -264,7 +315,11 @@ func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windo
 // every pair of records of one key in that window.
 func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedStream[K, R], name string, w Windows, f func(L, R) O, opts ...Option) Stream[O] {
 	j := left.job
-	n, o := j.addNode(name, opts, left.srcs, right.srcs)
+	rightSrcs := right.srcs
+	if !sameJob(fmt.Sprintf("window join %q", name), left.untyped(), right.untyped()) {
+		rightSrcs = nil
+	}
+	n, o := j.addNode(name, opts, left.srcs, rightSrcs)
 	n.keyed = true
 	if err := w.Validate(); err != nil || w.Kind == operator.Session {
 		j.errorf("window join %q: needs tumbling or sliding windows (%v)", name, err)
@@ -282,7 +337,7 @@ func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedSt
 // Sink adds an operator that hands every record to f. An error from f fails
 // the job.
 func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
-	n, _ := s.job.addNode(name, opts, s.srcs)
+	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		op := operator.NewSink(f)
@@ -312,7 +367,7 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
 //		}
 //	})
 func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...Option) {
-	n, _ := s.job.addNode(name, opts, s.srcs)
+	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	if open == nil {
 		s.job.errorf("operator %q: SinkBatches: open is nil", name)

@@ -276,6 +276,11 @@ func (t *Task) forward(b ring.Barrier) {
 }
 
 func (t *Task) notifyComplete(id uint64) error {
+	if l, ok := t.Source.(CheckpointListener); ok {
+		if err := l.NotifyComplete(id); err != nil {
+			return attribute(t.Ctx, fmt.Errorf("notify checkpoint %d complete: %w", id, err))
+		}
+	}
 	for i, op := range t.Ops {
 		if l, ok := op.(CheckpointListener); ok {
 			if err := l.NotifyComplete(id); err != nil {
@@ -314,6 +319,9 @@ func (t *Task) notifyAborted(id uint64, now time.Time) error {
 	if c.snap != nil && c.snap.ID == id {
 		c.snap.Release()
 		c.snap = nil
+	}
+	if l, ok := t.Source.(CheckpointListener); ok {
+		l.NotifyAborted(id)
 	}
 	for _, op := range t.Ops {
 		if l, ok := op.(CheckpointListener); ok {

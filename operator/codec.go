@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"unsafe"
 )
 
@@ -263,4 +264,61 @@ func sliceCodec(t reflect.Type) (encodeFunc, decodeFunc, error) {
 			}
 			return used, nil
 		}, nil
+}
+
+// Layout describes how values of type t are laid out: the kinds, sizes and
+// field names of everything a value holds, and nothing else (not the
+// type's name, which may change without its bytes changing). Two types with
+// the same layout encode alike; a checkpoint records each state's layout,
+// so that a restore can tell a changed type from its checkpoint:
+//
+//	struct{Seq uint64; Key uint64; Value int64}
+//	struct{Name string; Tags []uint8; N int64}
+func Layout(t reflect.Type) string {
+	var b strings.Builder
+	writeLayout(&b, t, map[reflect.Type]bool{})
+	return b.String()
+}
+
+func writeLayout(b *strings.Builder, t reflect.Type, open map[reflect.Type]bool) {
+	if open[t] {
+		b.WriteString(t.String()) // a recursive type: its name stands for itself
+		return
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Uint, reflect.Uintptr:
+		fmt.Fprintf(b, "%s%d", strings.TrimSuffix(t.Kind().String(), "ptr"), 8*t.Size())
+	case reflect.Array:
+		fmt.Fprintf(b, "[%d]", t.Len())
+		writeLayout(b, t.Elem(), open)
+	case reflect.Slice:
+		b.WriteString("[]")
+		writeLayout(b, t.Elem(), open)
+	case reflect.Pointer:
+		open[t] = true
+		b.WriteString("*")
+		writeLayout(b, t.Elem(), open)
+		delete(open, t)
+	case reflect.Map:
+		b.WriteString("map[")
+		writeLayout(b, t.Key(), open)
+		b.WriteString("]")
+		writeLayout(b, t.Elem(), open)
+	case reflect.Struct:
+		open[t] = true
+		b.WriteString("struct{")
+		for i := range t.NumField() {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			f := t.Field(i)
+			b.WriteString(f.Name)
+			b.WriteString(" ")
+			writeLayout(b, f.Type, open)
+		}
+		b.WriteString("}")
+		delete(open, t)
+	default:
+		b.WriteString(t.Kind().String())
+	}
 }

@@ -41,7 +41,11 @@
 // # Event time
 //
 // Sources assign timestamps and watermarks (WatermarkStrategy: bounded
-// out-of-orderness, idleness). A task's watermark is the minimum over its
+// out-of-orderness, idleness). A source task reads a batch, pushes it down
+// the chain, then advances its watermark: watermarks advance per batch,
+// not per record (a batch size of 1 makes them per record). A source's
+// Read must not block (see Source): the task's checkpoint messages are
+// handled between its reads. A task's watermark is the minimum over its
 // inputs that are neither ended nor idle; if all are idle, its output is
 // marked idle. At the end of input the watermark jumps to MaxWatermark, so
 // every window and event-time timer fires.
@@ -49,7 +53,13 @@
 // # Keyed state and checkpoints
 //
 // Keyed operators keep state in copy-on-write tables (snapshot/cow), one
-// per named state, addressed by key group. SnapshotState freezes them in
+// per named state, addressed by key group. Every state is declared as its
+// operator opens (Context.Declare), by a name unique in the operator — the
+// built-in operators name theirs ("reduce", "windows", "txns", ...), a
+// ProcessFunc names each of its own — and with the layout of its types
+// (Layout). Checkpoints store state under the operator's name and the
+// state's, and record the declarations, so that a restore can match them
+// by name and refuse a changed type instead of misreading its bytes. SnapshotState freezes them in
 // time proportional to the number of key groups; a background writer
 // serializes the frozen tables (reusing, or extending with deltas, the
 // blobs of the previous checkpoint when few keys changed). Timers of

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -77,6 +79,35 @@ type Context struct {
 	// records waiting (see Task.idleStatus): each call does a piece of a
 	// microsecond or so and reports whether there was any to do.
 	idleWork []func() bool
+	// declared is the state the instance declared as it opened.
+	declared []StateDecl
+}
+
+// StateDecl is one piece of state an operator instance declares: its name,
+// unique within the operator, and its layout (see Layout), which a
+// checkpoint records and a restore compares.
+type StateDecl struct {
+	Name, Layout string
+}
+
+// Declared returns the state the instance declared, in order.
+func (c *Context) Declared() []StateDecl { return c.declared }
+
+// ErrStateName is wrapped by the error for a state name that is empty,
+// holds '/' or NUL, or is declared twice by one operator.
+var ErrStateName = errors.New("bad state name")
+
+// Declare records a piece of the instance's state. Operators declare every
+// state they checkpoint, as they open.
+func (c *Context) Declare(name, layout string) error {
+	switch {
+	case name == "" || strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("%w %q: must be non-empty, without '/' or NUL", ErrStateName, name)
+	case slices.ContainsFunc(c.declared, func(d StateDecl) bool { return d.Name == name }):
+		return fmt.Errorf("%w %q: declared twice (each state needs a name of its own)", ErrStateName, name)
+	}
+	c.declared = append(c.declared, StateDecl{Name: name, Layout: layout})
+	return nil
 }
 
 // Metrics are counters an operator instance updates and a job reports.
@@ -91,7 +122,8 @@ type Metrics struct {
 }
 
 // Error is a failure of one operator instance: a panic or an error of user
-// code, or a failure of the runtime on its behalf.
+// code, or a failure of the runtime on its behalf. Every error a task
+// returns is one.
 type Error struct {
 	Operator string
 	Subtask  int
@@ -99,12 +131,10 @@ type Error struct {
 	Stack    []byte // the panic's stack, if it was a panic
 }
 
+// Error is one line: the operator, the subtask and the cause. A panic's
+// stack is in Stack, not in the message.
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("operator %q subtask %d: %v", e.Operator, e.Subtask, e.Err)
-	if e.Stack != nil {
-		msg += "\n\n" + string(e.Stack)
-	}
-	return msg
+	return fmt.Sprintf("ringflow: operator %q subtask %d: %v", e.Operator, e.Subtask, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }

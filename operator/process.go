@@ -1,14 +1,15 @@
 package operator
 
 import (
-	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
 // ProcessFunc is user code that sees one keyed record at a time, with keyed
-// state and timers (Flink's KeyedProcessFunction).
+// state and timers (Flink's KeyedProcessFunction). A ProcessFunc that
+// implements CheckpointListener is told when checkpoints complete or abort.
 type ProcessFunc[K comparable, T, O any] interface {
 	// Open declares the function's state (NewValueState, NewMapState,
 	// NewListState) on s.
@@ -84,11 +85,14 @@ type valueSlot[V any] struct {
 	ok bool
 }
 
-// NewValueState declares a value state on s. States are named by their
-// order of declaration, which must not change between runs that restore
-// each other's checkpoints.
-func NewValueState[K comparable, V any](s *KeyedScope[K]) *ValueState[K, V] {
-	t := newTable[K, valueSlot[V]](s.ctx, fmt.Sprintf("value%d", len(*s.tables)), s.hash)
+// NewValueState declares a value state named name on s. A checkpoint keeps
+// each state under its operator's name and its own, with the layout of its
+// types: a restore gives it back by name, whatever the order of
+// declaration, and refuses a checkpoint whose state of that name has
+// another layout. Names are unique within the function, non-empty, without
+// '/'; "event-timers" and "processing-timers" are taken.
+func NewValueState[K comparable, V any](s *KeyedScope[K], name string) *ValueState[K, V] {
+	t := newTableAs[K, valueSlot[V]](s.ctx, name, s.hash, keyedLayout(reflect.TypeFor[K](), Layout(reflect.TypeFor[V]())))
 	*s.tables = append(*s.tables, t)
 	return &ValueState[K, V]{cur: s.cur, m: t.m}
 }
@@ -120,11 +124,11 @@ type mapKey[K, MK comparable] struct {
 	mk  MK
 }
 
-// NewMapState declares a map state on s.
-func NewMapState[K, MK comparable, MV any](s *KeyedScope[K]) *MapState[K, MK, MV] {
+// NewMapState declares a map state named name on s (see NewValueState).
+func NewMapState[K, MK comparable, MV any](s *KeyedScope[K], name string) *MapState[K, MK, MV] {
 	hash := s.hash
-	t := newTable[mapKey[K, MK], MV](s.ctx, fmt.Sprintf("map%d", len(*s.tables)),
-		func(k mapKey[K, MK]) uint64 { return hash(k.key) })
+	layout := keyedLayout(reflect.TypeFor[K](), Layout(reflect.TypeFor[map[MK]MV]()))
+	t := newTableAs[mapKey[K, MK], MV](s.ctx, name, func(k mapKey[K, MK]) uint64 { return hash(k.key) }, layout)
 	*s.tables = append(*s.tables, t)
 	return &MapState[K, MK, MV]{cur: s.cur, m: t.m}
 }
@@ -152,9 +156,9 @@ type ListState[K comparable, V any] struct {
 	m   *cow.Map[K, []V]
 }
 
-// NewListState declares a list state on s.
-func NewListState[K comparable, V any](s *KeyedScope[K]) *ListState[K, V] {
-	t := newTable[K, []V](s.ctx, fmt.Sprintf("list%d", len(*s.tables)), s.hash)
+// NewListState declares a list state named name on s (see NewValueState).
+func NewListState[K comparable, V any](s *KeyedScope[K], name string) *ListState[K, V] {
+	t := newTable[K, []V](s.ctx, name, s.hash)
 	*s.tables = append(*s.tables, t)
 	return &ListState[K, V]{cur: s.cur, m: t.m}
 }
@@ -275,15 +279,25 @@ func (p *Process[K, T, O]) RestoreState(r StateReader) error {
 }
 
 // NotifyComplete implements CheckpointListener.
+// The function is told after its state.
 func (p *Process[K, T, O]) NotifyComplete(id uint64) error {
 	for _, t := range p.tables {
 		t.complete(id)
+	}
+	defer Guard(p.Ctx)
+	if l, ok := p.fn.(CheckpointListener); ok {
+		return l.NotifyComplete(id)
 	}
 	return nil
 }
 
 // NotifyAborted implements CheckpointListener.
-func (p *Process[K, T, O]) NotifyAborted(uint64) {}
+func (p *Process[K, T, O]) NotifyAborted(id uint64) {
+	defer Guard(p.Ctx)
+	if l, ok := p.fn.(CheckpointListener); ok {
+		l.NotifyAborted(id)
+	}
+}
 
 // Push implements Input.
 func (p *Process[K, T, O]) Push(recs []T, ts []int64) {

@@ -10,7 +10,9 @@ import (
 
 // Source produces the records of one subtask of a source operator. Sources
 // are replayable: Position says where the source stands, and Open resumes
-// from such a position.
+// from such a position. A source that implements CheckpointListener is told
+// when a checkpoint completes (for example to acknowledge the messages it
+// covers to a broker) or is aborted.
 type Source[T any] interface {
 	// Open prepares subtask of parallelism to read from pos, a value
 	// Position returned earlier (possibly by another run), or from the
@@ -18,7 +20,17 @@ type Source[T any] interface {
 	Open(subtask, parallelism int, pos []byte) error
 	// Read fills buf with up to len(buf) records and returns how many. It
 	// returns io.EOF when the source is exhausted. (0, nil) means nothing is
-	// available now; a Pacer says when to ask again.
+	// available now; a Pacer says when to ask again (else the task asks
+	// again after SourcePoll).
+	//
+	// Read must not block. It runs on a worker thread, between the
+	// source's checkpoint messages: while it waits, the worker's other
+	// tasks wait, and a checkpoint cannot be triggered at the source, so
+	// every checkpoint waits as long as the read. A source whose input
+	// may block reads it on a goroutine of its own and hands over what
+	// that has read, returning (0, nil) when there is nothing;
+	// ringflow.FromBlocking does this for a reader of one record at a
+	// time.
 	Read(buf []T) (int, error)
 	// Position returns where to resume to read exactly the records after
 	// those Read has returned.
@@ -34,6 +46,16 @@ type Pacer interface {
 }
 
 // WatermarkStrategy configures a source's timestamps and watermarks.
+//
+// A source's watermark advances once per batch it reads (up to the
+// configured batch size, ringflow's Config.BatchSize), from the newest
+// timestamp in that batch, not record by record: every record of a batch
+// is processed before the watermark that follows it. So when event-time
+// timers and windows fire relative to the records around them depends on
+// the batch size (their results do not, for records within the
+// out-of-orderness bound). A job that needs a watermark after every
+// record, as Flink's per-record watermark generators give, sets
+// Config.BatchSize to 1, at a cost in throughput.
 type WatermarkStrategy[T any] struct {
 	// Timestamp extracts a record's event time, in epoch milliseconds.
 	Timestamp func(T) int64
@@ -156,6 +178,24 @@ func (s *SourceRunner[T]) Restore(pos []byte) { s.pos = pos }
 
 // Close implements Operator.
 func (s *SourceRunner[T]) Close() error { return s.src.Close() }
+
+// NotifyComplete implements CheckpointListener: a source that listens is
+// told.
+func (s *SourceRunner[T]) NotifyComplete(id uint64) error {
+	defer Guard(s.Ctx)
+	if l, ok := s.src.(CheckpointListener); ok {
+		return l.NotifyComplete(id)
+	}
+	return nil
+}
+
+// NotifyAborted implements CheckpointListener.
+func (s *SourceRunner[T]) NotifyAborted(id uint64) {
+	defer Guard(s.Ctx)
+	if l, ok := s.src.(CheckpointListener); ok {
+		l.NotifyAborted(id)
+	}
+}
 
 // recoverTo turns a panic in user code called outside the data path (Open,
 // Close) into an *Error in *errp. Defer it directly.

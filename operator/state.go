@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"unsafe"
 
@@ -22,7 +23,19 @@ type Checkpointed interface {
 }
 
 // CheckpointListener is implemented by operators that act when a
-// checkpoint completes or is aborted (two-phase-commit sinks).
+// checkpoint completes or is aborted (two-phase-commit sinks), and may be
+// implemented by user code: a Source, a TwoPhaseSink or a ProcessFunc that
+// implements it is told too (after the operator running it has acted, so a
+// sink's transactions are committed by then).
+//
+// Notifications come on the task's thread, from its mailbox between two
+// batches, never during a call of the operator's other methods and never
+// per record; a task handles them in the order the coordinator sent them,
+// so completed ids increase. They must be quick: the task processes no
+// records meanwhile. As in Flink, a notification may be missed when the job
+// fails or ends first: NotifyComplete(id) says that id and every
+// checkpoint before it are complete. An error from NotifyComplete, or a
+// panic, fails the job.
 type CheckpointListener interface {
 	NotifyComplete(id uint64) error
 	NotifyAborted(id uint64)
@@ -98,8 +111,24 @@ type keyedTable[K comparable, V any] struct {
 	encodeBuf atomic.Pointer[[]byte]
 }
 
-// newTable makes a keyed state table of ctx's key groups.
+// newTable makes a keyed state table of ctx's key groups, declared with
+// the layouts of K and V.
 func newTable[K comparable, V any](ctx *Context, name string, hash func(K) uint64) *keyedTable[K, V] {
+	return newTableAs[K, V](ctx, name, hash, keyedLayout(reflect.TypeFor[K](), Layout(reflect.TypeFor[V]())))
+}
+
+// keyedLayout is the declared layout of keyed state: its key's and its
+// value's.
+func keyedLayout(key reflect.Type, value string) string {
+	return "key " + Layout(key) + ", value " + value
+}
+
+// newTableAs is newTable declaring the given layout, for tables whose V
+// wraps the user's type.
+func newTableAs[K comparable, V any](ctx *Context, name string, hash func(K) uint64, layout string) *keyedTable[K, V] {
+	if err := ctx.Declare(name, layout); err != nil {
+		Fail(ctx, err)
+	}
 	cfg := cow.Config[K, V]{Hash: hash, MaxParallelism: ctx.MaxParallelism, KeyGroups: ctx.KeyGroups, HugePages: ctx.HugePages}
 	// NB: sized so that its first insert, inside the first checkpoint's
 	// synchronous part, writes memory the map set up here.

@@ -84,15 +84,12 @@ func (t *Task) Open() error {
 	}
 	if t.Source != nil {
 		if err := t.Source.Open(t.Ctx); err != nil {
-			return err
+			return attribute(t.Ctx, err)
 		}
 	}
 	for i, op := range t.Ops {
 		if err := op.Open(t.Ctxs[i]); err != nil {
-			if _, named := err.(*Error); named {
-				return err // a panic, already attributed to the operator
-			}
-			return fmt.Errorf("operator %q subtask %d: open: %w", t.Ctxs[i].Operator, t.Ctxs[i].Subtask, err)
+			return attribute(t.Ctxs[i], fmt.Errorf("open: %w", err))
 		}
 		if tk, ok := op.(Ticker); ok {
 			t.tickers = append(t.tickers, tk)
@@ -108,12 +105,26 @@ func (t *Task) Open() error {
 func (t *Task) Close() error {
 	var errs []error
 	if t.Source != nil {
-		errs = append(errs, t.Source.Close())
+		if err := t.Source.Close(); err != nil {
+			errs = append(errs, attribute(t.Ctx, fmt.Errorf("close: %w", err)))
+		}
 	}
-	for _, op := range t.Ops {
-		errs = append(errs, op.Close())
+	for i, op := range t.Ops {
+		if err := op.Close(); err != nil {
+			errs = append(errs, attribute(t.Ctxs[i], fmt.Errorf("close: %w", err)))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// attribute returns err as an *Error of ctx's operator instance, unless it
+// already names one (a panic recovered further down the chain).
+func attribute(ctx *Context, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Operator: ctx.Operator, Subtask: ctx.Subtask, Err: err}
 }
 
 // Step implements sched.Task.
@@ -150,10 +161,14 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 }
 
 // recover turns a panic raised by the runtime on behalf of the task (not by
-// an operator, which raises *Error itself) into an *Error naming the head.
+// an operator, which raises *Error itself), and an error the step returns,
+// into an *Error naming the head.
 func (t *Task) recover(errp *error) {
 	r := recover()
 	if r == nil {
+		if *errp != nil {
+			*errp = attribute(t.Ctx, *errp)
+		}
 		return
 	}
 	if e, ok := r.(*Error); ok {

@@ -53,6 +53,9 @@ func NewTxnSink[T any](sink TwoPhaseSink[T]) *TxnSink[T] { return &TxnSink[T]{si
 func (s *TxnSink[T]) Open(ctx *Context) (err error) {
 	s.Ctx = ctx
 	defer recoverTo(ctx, &err)
+	if err := ctx.Declare("txns", "pre-committed transactions"); err != nil {
+		return err
+	}
 	if err := s.sink.Open(ctx.Subtask, ctx.Parallelism); err != nil {
 		return err
 	}
@@ -100,7 +103,8 @@ func (s *TxnSink[T]) SnapshotState(id uint64) (StateSnapshot, error) {
 }
 
 // NotifyComplete implements CheckpointListener: every transaction
-// pre-committed up to checkpoint id is committed.
+// pre-committed up to checkpoint id is committed; then a sink that listens
+// is told.
 func (s *TxnSink[T]) NotifyComplete(id uint64) error {
 	kept := s.pending[:0]
 	for _, p := range s.pending {
@@ -113,12 +117,22 @@ func (s *TxnSink[T]) NotifyComplete(id uint64) error {
 		}
 	}
 	s.pending = kept
+	defer Guard(s.Ctx)
+	if l, ok := s.sink.(CheckpointListener); ok {
+		return l.NotifyComplete(id)
+	}
 	return nil
 }
 
 // NotifyAborted implements CheckpointListener: the transaction stays
-// pending and is committed with the next checkpoint that completes.
-func (s *TxnSink[T]) NotifyAborted(uint64) {}
+// pending and is committed with the next checkpoint that completes; a sink
+// that listens is told.
+func (s *TxnSink[T]) NotifyAborted(id uint64) {
+	defer Guard(s.Ctx)
+	if l, ok := s.sink.(CheckpointListener); ok {
+		l.NotifyAborted(id)
+	}
+}
 
 // RestoreState implements Checkpointed: subtask i takes over the
 // transactions of the previous run's subtasks j with j % parallelism == i.

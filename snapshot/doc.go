@@ -15,8 +15,9 @@
 //	timers           (operator, subtask)              PutTimers
 //	sink-txn         (operator, subtask)              PutSinkTxn (pre-committed transactions)
 //
-// plus job metadata (Meta: maxParallelism, parallelism per operator) kept in
-// the manifest. Writing:
+// plus job metadata (Meta: maxParallelism, parallelism per operator, and
+// every piece of state the job declared, with its type's layout, so that a
+// restore can tell a changed job from its checkpoint) kept in the manifest. Writing:
 //
 //	s, err := snapshot.Open(stateDir, snapshot.Options{})
 //	p, err := s.Begin(id)                  // ids increase
@@ -70,7 +71,7 @@
 //	| offset | size | field                                                     |
 //	+--------+------+-----------------------------------------------------------+
 //	|      0 |    4 | magic "RFCM"                                              |
-//	|      4 |    2 | format version (1)                                        |
+//	|      4 |    2 | format version (2; version 1 lacks the declared states)   |
 //	|      6 |    2 | reserved, 0                                               |
 //	|      8 |    8 | checkpoint id                                             |
 //	|     16 |    4 | maxParallelism                                            |
@@ -80,6 +81,11 @@
 //	|        |      | M x { entry key (as above, a/b big endian) |              |
 //	|        |      |       origin 8B | length 8B | xxhash64 of the blob 8B }   |
 //	|        |      |     sorted by entry key bytes, no duplicates              |
+//	|        |    4 | declared state count S (version 2 on)                     |
+//	|        |      | S x { len 4B | operator | len 4B | state | len 4B |       |
+//	|        |      |       layout }, sorted by (operator, state), no duplicates|
+//	|        |    8 | run number of the job on its state dir (version 2 on)     |
+//	|        |    4 | flags: bit 0 final checkpoint of a run (version 2 on)     |
 //	|    end |    8 | xxhash64 of every byte before it                          |
 //	+--------+------+-----------------------------------------------------------+
 //

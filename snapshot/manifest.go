@@ -17,14 +17,45 @@ type Meta struct {
 	// Parallelism maps every operator with an entry in the checkpoint to its
 	// parallelism when the checkpoint was taken.
 	Parallelism map[string]int
+	// States lists every piece of state the job declared when the
+	// checkpoint was taken, empty ones included, sorted by operator and
+	// state. A checkpoint of format version 1 has none recorded:
+	// StatesRecorded is false.
+	States         []StateInfo
+	StatesRecorded bool
+	// Run numbers the runs of a job on one state directory (a job run
+	// again from scratch after it finished starts a new one); Final says
+	// the checkpoint is the last of a run that read all its input. Both
+	// are 0 in format version 1.
+	Run   uint64
+	Final bool
+}
+
+// StateInfo is one piece of state a job declares: its operator, its name
+// within the operator, and the layout of its type (a description precise
+// enough that a different layout means different bytes).
+type StateInfo struct {
+	Operator, State, Layout string
 }
 
 func (m Meta) clone() Meta {
-	c := Meta{MaxParallelism: m.MaxParallelism, Parallelism: make(map[string]int, len(m.Parallelism))}
+	c := Meta{MaxParallelism: m.MaxParallelism, Parallelism: make(map[string]int, len(m.Parallelism)),
+		States: slices.Clone(m.States), StatesRecorded: m.StatesRecorded, Run: m.Run, Final: m.Final}
 	for op, p := range m.Parallelism {
 		c.Parallelism[op] = p
 	}
 	return c
+}
+
+// stateLayoutMax bounds a state's layout description, and stateNameMax its
+// operator's and its own name.
+const (
+	stateLayoutMax = 1 << 16
+	stateNameMax   = OperatorIDMaxLen
+)
+
+func compareStates(a, b StateInfo) int {
+	return cmp.Or(cmp.Compare(a.Operator, b.Operator), cmp.Compare(a.State, b.State))
 }
 
 // manifest is the decoded form of a checkpoint's manifest.
@@ -46,7 +77,7 @@ func (e manifestEntry) blobKey() []byte { return blobKey(e.origin, e.key) }
 
 const (
 	manifestMagic      = "RFCM"
-	manifestVersion    = 1
+	manifestVersion    = 2
 	manifestHeaderLen  = 20
 	manifestTrailerLen = 8
 	entryFixedLen      = entryKeyFixedLen + 8 + 8 + 8
@@ -97,6 +128,17 @@ func (m *manifest) validate() error {
 		if p < 1 || p > m.meta.MaxParallelism {
 			return invalidf("operator %q has parallelism %d outside [1, maxParallelism %d]",
 				op, p, m.meta.MaxParallelism)
+		}
+	}
+	for i, st := range m.meta.States {
+		switch {
+		case st.Operator == "" || st.State == "" || len(st.Operator) > stateNameMax || len(st.State) > stateNameMax:
+			return invalidf("declared state %q of operator %q: names must have 1 to %d bytes", st.State, st.Operator, stateNameMax)
+		case len(st.Layout) > stateLayoutMax:
+			return invalidf("declared state %q of operator %q: layout of %d bytes, more than %d", st.State, st.Operator,
+				len(st.Layout), stateLayoutMax)
+		case i > 0 && compareStates(m.meta.States[i-1], st) >= 0:
+			return invalidf("declared states out of order or duplicated at %q of operator %q", st.State, st.Operator)
 		}
 	}
 	if len(m.entries) > entriesMax {
@@ -217,6 +259,10 @@ func (m *manifest) encode() []byte {
 	for _, e := range m.entries {
 		size += entryFixedLen + len(e.key.op)
 	}
+	size += 4 + 8 + 4
+	for _, st := range m.meta.States {
+		size += 12 + len(st.Operator) + len(st.State) + len(st.Layout)
+	}
 	b := make([]byte, 0, size)
 	b = append(b, manifestMagic...)
 	b = binary.LittleEndian.AppendUint16(b, manifestVersion)
@@ -236,6 +282,19 @@ func (m *manifest) encode() []byte {
 		b = binary.LittleEndian.AppendUint64(b, e.length)
 		b = binary.LittleEndian.AppendUint64(b, e.checksum)
 	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.meta.States)))
+	for _, st := range m.meta.States {
+		for _, f := range []string{st.Operator, st.State, st.Layout} {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(f)))
+			b = append(b, f...)
+		}
+	}
+	b = binary.LittleEndian.AppendUint64(b, m.meta.Run)
+	var flags uint32
+	if m.meta.Final {
+		flags |= flagFinal
+	}
+	b = binary.LittleEndian.AppendUint32(b, flags)
 	return binary.LittleEndian.AppendUint64(b, checksum(b))
 }
 
@@ -253,8 +312,9 @@ func decodeManifest(b []byte) (*manifest, error) {
 	if string(body[:4]) != manifestMagic {
 		return nil, manifestErrorf("bad magic %q", body[:4])
 	}
-	if v := binary.LittleEndian.Uint16(body[4:]); v != manifestVersion {
-		return nil, manifestErrorf("unsupported format version %d (want %d)", v, manifestVersion)
+	v := binary.LittleEndian.Uint16(body[4:])
+	if v != manifestVersion && v != 1 {
+		return nil, manifestErrorf("unsupported format version %d (want 1 or %d)", v, manifestVersion)
 	}
 	m := &manifest{id: binary.LittleEndian.Uint64(body[8:])}
 	m.meta.MaxParallelism = int(binary.LittleEndian.Uint32(body[16:]))
@@ -264,6 +324,11 @@ func decodeManifest(b []byte) (*manifest, error) {
 	}
 	if err := m.decodeEntries(&r); err != nil {
 		return nil, err
+	}
+	if v >= 2 {
+		if err := m.decodeStates(&r); err != nil {
+			return nil, err
+		}
 	}
 	if len(r.b) != 0 {
 		return nil, manifestErrorf("%d trailing bytes", len(r.b))
@@ -306,6 +371,31 @@ func (m *manifest) decodeEntries(r *reader) error {
 	}
 	return r.err
 }
+
+func (m *manifest) decodeStates(r *reader) error {
+	n := r.u32()
+	if r.err == nil && uint64(n)*12 > uint64(len(r.b)) {
+		return manifestErrorf("declared state count %d exceeds the remaining %d bytes", n, len(r.b))
+	}
+	m.meta.States, m.meta.StatesRecorded = make([]StateInfo, 0, n), true
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		var f [3]string
+		for j := range f {
+			f[j] = string(r.bytes(int(r.u32())))
+		}
+		m.meta.States = append(m.meta.States, StateInfo{Operator: f[0], State: f[1], Layout: f[2]})
+	}
+	m.meta.Run = r.u64()
+	flags := r.u32()
+	if flags&^flagFinal != 0 && r.err == nil {
+		return manifestErrorf("unknown flags %#x", flags)
+	}
+	m.meta.Final = flags&flagFinal != 0
+	return r.err
+}
+
+// Manifest flags (version 2 on).
+const flagFinal = 1 << 0
 
 // reader consumes a byte slice; the first short read sets err and every
 // later read returns zeroes.

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -11,8 +12,10 @@ import (
 
 func sampleManifest() *manifest {
 	return &manifest{
-		id:   9,
-		meta: Meta{MaxParallelism: 16, Parallelism: map[string]int{"count": 4, "src": 2}},
+		id: 9,
+		meta: Meta{MaxParallelism: 16, Parallelism: map[string]int{"count": 4, "src": 2},
+			States:         []StateInfo{{"count", "reduce", "struct{A int64}"}, {"count", "z", ""}, {"src", "position", "bytes"}},
+			StatesRecorded: true, Run: 3, Final: true},
 		entries: []manifestEntry{
 			{key: entryKey{kind: KindKeyGroup, op: "count", a: 3}, origin: 7, length: 100, checksum: 0xfeed},
 			{key: entryKey{kind: KindKeyGroup, op: "count", a: 15}, origin: 9, length: 0, checksum: checksum(nil)},
@@ -36,7 +39,8 @@ func TestManifestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.id != m.id || back.meta.MaxParallelism != 16 || back.meta.Parallelism["src"] != 2 ||
-		len(back.entries) != len(m.entries) {
+		len(back.entries) != len(m.entries) || !slices.Equal(back.meta.States, m.meta.States) ||
+		!back.meta.StatesRecorded || back.meta.Run != 3 || !back.meta.Final {
 		t.Fatalf("decoded %+v, want %+v", back, m)
 	}
 	for i := range m.entries {
@@ -193,5 +197,31 @@ func TestManifestDeltaChains(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("chain %v: %v, want %q", tc.bs, err, tc.want)
 		}
+	}
+}
+
+// TestManifestVersion1 checks that a manifest of format version 1, which
+// has no declared states, still decodes, saying that it records none; and
+// that declared states out of order fail validation.
+func TestManifestVersion1(t *testing.T) {
+	m := sampleManifest()
+	sortEntries(m.entries)
+	m.meta.States = nil
+	enc := m.encode()
+	body := enc[:len(enc)-manifestTrailerLen-4-8-4] // without the state count, run and flags
+	body[4] = 1                                     // format version 1
+	v1 := binary.LittleEndian.AppendUint64(slices.Clone(body), checksum(body))
+	back, err := decodeManifest(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.meta.StatesRecorded || len(back.meta.States) != 0 || len(back.entries) != len(m.entries) {
+		t.Fatalf("decoded version 1 as %+v: want its entries and no states recorded", back.meta)
+	}
+	m = sampleManifest()
+	sortEntries(m.entries)
+	m.meta.States[0], m.meta.States[1] = m.meta.States[1], m.meta.States[0]
+	if err := m.validate(); err == nil || !strings.Contains(err.Error(), "out of order") {
+		t.Fatalf("states out of order: validate returned %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -505,6 +506,8 @@ func (s *Store) checkNewest(id uint64) error {
 // its steps, each of which takes ~150µs with a thousand entries.
 func (p *Pending) build(meta Meta, pause func() error) (*manifest, []sstKV, []byte, error) {
 	m := &manifest{id: p.id, meta: meta.clone()}
+	slices.SortFunc(m.meta.States, compareStates)
+	m.meta.StatesRecorded = true
 	p.mu.Lock()
 	m.entries = make([]manifestEntry, 0, len(p.mu.entries))
 	var blobs []sstKV

@@ -63,6 +63,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	f.cfg.Progress = progressBar(stderr, f.cfg, "ringflow")
 	f.cfg.KeepSamples = samples != nil
 	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile, f.memProfile)
+	if errors.Is(err, ringflow.ErrFinished) {
+		// NB: a run is rerun until it exits 0 (after a kill, say); one that
+		// finished before has committed all its output.
+		fmt.Fprintf(stderr, "dfbench: %v: nothing left to do\n", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

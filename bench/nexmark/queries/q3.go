@@ -59,8 +59,8 @@ type q3Join struct {
 }
 
 func (j *q3Join) Open(s *operator.KeyedScope[int64]) error {
-	j.sellers = operator.NewValueState[int64, q3Seller](s)
-	j.pending = operator.NewValueState[int64, []int64](s)
+	j.sellers = operator.NewValueState[int64, q3Seller](s, "seller")
+	j.pending = operator.NewValueState[int64, []int64](s, "pending")
 	return nil
 }
 

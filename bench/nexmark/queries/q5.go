@@ -55,7 +55,7 @@ type hottest struct {
 }
 
 func (h *q5Hottest) Open(s *operator.KeyedScope[int64]) error {
-	h.top = operator.NewValueState[int64, hottest](s)
+	h.top = operator.NewValueState[int64, hottest](s, "top")
 	return nil
 }
 
