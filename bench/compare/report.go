@@ -177,9 +177,13 @@ func Stalls(cps []ringflow.CheckpointStats) []Stall {
 	return out
 }
 
+// tableFlags are the flags of the tables; a test adds tabwriter.Debug to
+// see where each cell ends.
+var tableFlags uint = tabwriter.AlignRight
+
 // WriteStalls writes the stall report: one line per checkpoint and mode.
 func WriteStalls(w io.Writer, r Report) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tableFlags)
 	fmt.Fprintf(tw, "# pipeline %s: per checkpoint, the subtask that waited longest (start delay + alignment).\n", r.Pipeline)
 	fmt.Fprintln(tw, "# channel: the input channel whose barrier came last (the one waited on).")
 	fmt.Fprintln(tw, "mode\tcheckpoint\tstatus\tduration ms\tsubtask\tchannel\tstart delay ms\talignment ms\twait ms\tkind\tin-flight B\t")
@@ -199,10 +203,10 @@ func WriteStalls(w io.Writer, r Report) error {
 
 // WriteTable writes the comparison as a table, modes as rows.
 func WriteTable(w io.Writer, r Report) error {
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tableFlags)
 	fmt.Fprintf(tw, "pipeline %s; in-flight bound %d rings x %d B = %d B\n", r.Pipeline, r.Rings, r.RingCapacity, r.RingBytes)
 	fmt.Fprintln(tw, "mode\trecords/s\tckpts ok/failed\tckpt p50/p99/max ms\talign p50/p99/max ms\tstart delay p50/max ms\t"+
-		"unaligned parts\tin-flight B sum/max\tckpt B p50\trestore ms first/run\t")
+		"async p50/max ms\tunaligned parts\tin-flight B sum/max\tckpt B p50\trestore ms first/run\t")
 	rows := append([]ModeResult(nil), r.Modes...)
 	if r.NoCheckpoints != nil {
 		rows = append(rows, *r.NoCheckpoints)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"text/tabwriter"
 )
 
 // command is one dfbench subcommand.
@@ -90,3 +91,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// tableFlags are the flags of every table dfbench prints; a test adds
+// tabwriter.Debug to see where each cell ends.
+var tableFlags uint = tabwriter.AlignRight
+
+// newTable returns the writer of a table: cells end with a tab, rows with
+// a newline, and every row has as many cells as the header.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', tableFlags) }

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ringflow/ringflow"
@@ -419,7 +418,7 @@ func printNexmark(w io.Writer, o nexmarkOptions, results []nexmarkResult) error 
 		fmt.Fprintf(w, "checkpoints: exactly-once, every %v, and a final one at the end of input\n", o.checkpoint)
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(w)
 	header := "query\tevents/s\tcores\tevents/s/core\trows\tseconds\tcheckpoints\tmean ms\tmax ms\tstate MB\t"
 	if o.baseline != "" {
 		header += "chan events/s\tchan cores\tchan events/s/core\tringflow ÷ chan\tper core\t"

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -89,7 +88,7 @@ func runPhases(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(rows)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(stdout)
 	fmt.Fprint(tw, "since trigger\tsamples\t")
 	for _, d := range over {
 		fmt.Fprintf(tw, "over %v\t%%\t", d)

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/ringflow/ringflow/bench/ringbench"
 )
@@ -35,7 +34,7 @@ func runRing(args []string, stdout, stderr io.Writer) error {
 		}{"ring", *size, *batch, *records, res})
 	}
 	fmt.Fprintf(stdout, "ring benchmark: %d records of %d bytes, batch %d\n\n", *records, *size, *batch)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(stdout)
 	fmt.Fprintln(tw, "transport\trecords/s\tMB/s\tallocs/record\tseconds\tring ÷ this\t")
 	for _, r := range res {
 		fmt.Fprintf(tw, "%s\t%.1fM\t%.0f\t%.4f\t%.2f\t%.2f×\t\n", r.Name, r.RecordsPerSec/1e6,

@@ -15,7 +15,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -354,7 +353,7 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	}
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %s, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, keys, pace)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "engine\trecords/s\trecords\tsink records\tseconds\tcpu s\trecords/cpu s\tp50 µs\tp99 µs\tp999 µs\tsamples\t")
 	for _, r := range []*pipelines.Result{&e, base} {
 		if r == nil {
