@@ -314,7 +314,7 @@ func TestWindows(t *testing.T) {
 					return fmt.Sprintf("%d [%d,%d) %d", r.Key, r.Start, r.End, r.Value)
 				}))
 				run(t, job)
-				if late := job.Metrics("win").LateDropped.Load(); late != 0 {
+				if late := operatorMetrics(t, job, "win").LateDropped; late != 0 {
 					t.Fatalf("%d records dropped as late although the jitter is within the bound", late)
 				}
 				diffRows(t, c.sorted(), want)
@@ -424,7 +424,7 @@ func TestLateRecords(t *testing.T) {
 		return fmt.Sprintf("[%d,%d) %d", r.Start, r.End, r.Value)
 	}))
 	run(t, job)
-	if n := job.Metrics("win").LateDropped.Load(); n != 10 || len(late) != 10 {
+	if n := operatorMetrics(t, job, "win").LateDropped; n != 10 || len(late) != 10 {
 		t.Fatalf("late: counted %d, handed over %d, want 10", n, len(late))
 	}
 	for _, row := range c.sorted() {

@@ -220,7 +220,8 @@ type Job struct {
 	errs  []error // construction errors, reported by Run
 	ran   bool
 
-	metrics  map[string]*operator.Metrics
+	metrics  map[string][]*operator.Metrics // per subtask; under metricsMu
+	metricsMu sync.Mutex
 	byName   map[string]*node
 	restarts atomic.Int64
 	restored atomic.Uint64 // checkpoint the latest attempt started from
@@ -324,7 +325,7 @@ func (j *Job) parallelismOf(id string) int {
 
 // NewJob returns an empty job.
 func NewJob(cfg Config) *Job {
-	return &Job{cfg: cfg.withDefaults(), names: map[string]bool{}, metrics: map[string]*operator.Metrics{},
+	return &Job{cfg: cfg.withDefaults(), names: map[string]bool{}, metrics: map[string][]*operator.Metrics{},
 		byName: map[string]*node{}}
 }
 
@@ -452,7 +453,7 @@ func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*no
 		}
 	}
 	j.nodes = append(j.nodes, n)
-	j.metrics[name] = new(operator.Metrics)
+	j.metrics[name] = nil
 	return n, o
 }
 
@@ -477,9 +478,18 @@ func (j *Job) errorf(format string, args ...any) {
 	j.errs = append(j.errs, fmt.Errorf(format, args...))
 }
 
-// Metrics returns the counters of the named operator, summed over its
-// subtasks, or nil if there is no such operator.
-func (j *Job) Metrics(name string) *operator.Metrics { return j.metrics[name] }
+// metricsOf returns the counters of subtask i of the named operator, which
+// outlive restarts, so that they count over the job's whole life.
+func (j *Job) metricsOf(name string, i int) *operator.Metrics {
+	j.metricsMu.Lock()
+	defer j.metricsMu.Unlock()
+	ms := j.metrics[name]
+	for len(ms) <= i {
+		ms = append(ms, new(operator.Metrics))
+	}
+	j.metrics[name] = ms
+	return ms[i]
+}
 
 // ErrGraph is wrapped by every error Run reports about the job graph.
 var ErrGraph = errors.New("ringflow: invalid job graph")

@@ -102,7 +102,7 @@ func TestUnalignedPartialFrames(t *testing.T) {
 					inflight += st.InflightBytes
 				}
 			}
-			cut := job.Metrics("check").StepsCut.Load()
+			cut := operatorMetrics(t, job, "check").StepsCut
 			t.Logf("failures at %v; %d checkpoints, %d in-flight bytes, %d steps cut, restored from %d",
 				failAt, len(job.Checkpoints()), inflight, cut, job.RestoredFrom())
 			if cut == 0 || inflight == 0 || job.RestoredFrom() == 0 {

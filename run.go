@@ -255,6 +255,7 @@ func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*op
 	t := &operator.Task{Name: fmt.Sprintf("%s#%d", c.head().name, i),
 		Opts: operator.TaskOptions{MaxDelay: j.cfg.MaxBatchDelay}}
 	var down any
+	var downCtx *operator.Context // the context of the operator down feeds, in the chain
 	if tail := c.tail(); tail.out != nil {
 		in, g, err := p.buildGate(tail, i, rings)
 		if err != nil {
@@ -273,6 +274,15 @@ func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*op
 		if err != nil {
 			return nil, err
 		}
+		if down != nil {
+			// NB: records out of n, and into the next operator of the
+			// chain if down is one's (the gate's are counted as read).
+			var into *operator.Metrics
+			if downCtx != nil {
+				into = downCtx.Metrics
+			}
+			down = n.out.count(down, ctx.Metrics, into)
+		}
 		inputs, op := n.build(ctx, down)
 		if k == 0 {
 			t.Ctx = ctx
@@ -285,7 +295,7 @@ func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*op
 		t.Ops = append([]operator.Operator{op}, t.Ops...)
 		t.Ctxs = append([]*operator.Context{ctx}, t.Ctxs...)
 		if k > 0 {
-			down = inputs[0]
+			down, downCtx = inputs[0], ctx
 		}
 	}
 	return t, nil
@@ -303,7 +313,7 @@ func (p *physical) context(n *node, i int) (*operator.Context, error) {
 	return &operator.Context{Operator: n.name, Subtask: i, Parallelism: n.parallelism,
 		MaxParallelism: p.job.cfg.MaxParallelism, KeyGroups: kgs, Timed: timed,
 		Checkpoints: p.job.cfg.Checkpoint.enabled(), HugePages: p.job.cfg.HugePages,
-		Metrics: p.job.metrics[n.name]}, nil
+		Metrics: p.job.metricsOf(n.name, i)}, nil
 }
 
 func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, *gateOps, error) {

@@ -386,6 +386,9 @@ type typeInfo struct {
 	err   error
 	gate  func(opts operator.GateOptions, edges []operator.EdgeOut) (any, *gateOps, error)
 	input func(port any, timed bool, keyHash any) func(rd ringReader) *operator.Channel
+	// count puts an operator.Counting link in front of down, an
+	// operator.Input[T].
+	count func(down any, from, into *operator.Metrics) any
 }
 
 // gateOps is the untyped face of an operator.Gate.
@@ -413,6 +416,9 @@ func typeOf[T any](j *Job, n *node, custom any) *typeInfo {
 			return nil, nil, err
 		}
 		return operator.Input[T](g), &gateOps{op: g, ports: g.Ports(), idle: g}, nil
+	}
+	ti.count = func(down any, from, into *operator.Metrics) any {
+		return operator.Counting(down.(operator.Input[T]), from, into)
 	}
 	ti.input = func(port any, timed bool, keyHash any) func(rd ringReader) *operator.Channel {
 		in := port.(operator.Input[T])

@@ -131,6 +131,9 @@ func (s *SourceRunner[T]) Read(now time.Time) (int, error) {
 	}
 	if n > 0 {
 		s.lastAt = now
+		if m := s.Ctx.Metrics; m != nil {
+			m.RecordsIn.Add(int64(n)) // a source's records count in as it reads them
+		}
 		s.push(s.buf[:n])
 	}
 	return n, err

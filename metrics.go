@@ -1,0 +1,73 @@
+package ringflow
+
+import "strings"
+
+// Metrics is a snapshot of a job's counters (see Job.Metrics). Counters
+// count over the job's whole life, across restarts: records a restart
+// replays count again, as Flink's do.
+type Metrics struct {
+	// Subtasks has one entry per operator subtask that has run, in the
+	// order of the job's operators, then by subtask.
+	Subtasks []SubtaskMetrics
+	// Checkpoints counts the job's checkpoints by outcome.
+	CheckpointsCompleted, CheckpointsFailed int
+	// Restarts counts the restarts after a failure.
+	Restarts int
+}
+
+// SubtaskMetrics are the counters of one operator subtask.
+type SubtaskMetrics struct {
+	Operator string
+	Subtask  int
+	// RecordsIn and RecordsOut count the records the subtask received
+	// (from its input rings, from the operator before it in its chain, or,
+	// for a source, from its input) and emitted, a batch at a time.
+	RecordsIn, RecordsOut int64
+	// LateDropped counts records behind the watermark by more than the
+	// allowed lateness (windows and joins).
+	LateDropped int64
+	// StepsCut counts the steps of the subtask's task, when it heads one,
+	// that ran out of time part-way through an input frame.
+	StepsCut int64
+}
+
+// Operator returns the counters of the named operator summed over its
+// subtasks (Subtask is -1), and whether the job has such an operator.
+func (m Metrics) Operator(name string) (SubtaskMetrics, bool) {
+	sum, ok := SubtaskMetrics{Operator: name, Subtask: -1}, false
+	for _, s := range m.Subtasks {
+		if s.Operator == name {
+			ok = true
+			sum.RecordsIn += s.RecordsIn
+			sum.RecordsOut += s.RecordsOut
+			sum.LateDropped += s.LateDropped
+			sum.StepsCut += s.StepsCut
+		}
+	}
+	return sum, ok
+}
+
+// Metrics returns a snapshot of the job's counters. It is safe to call at
+// any time, from any goroutine, while the job runs; each counter is read
+// once, so counters of one snapshot may be a batch apart.
+func (j *Job) Metrics() Metrics {
+	var m Metrics
+	j.metricsMu.Lock()
+	for _, n := range j.nodes {
+		for i, c := range j.metrics[n.name] {
+			m.Subtasks = append(m.Subtasks, SubtaskMetrics{Operator: n.name, Subtask: i,
+				RecordsIn: c.RecordsIn.Load(), RecordsOut: c.RecordsOut.Load(),
+				LateDropped: c.LateDropped.Load(), StepsCut: c.StepsCut.Load()})
+		}
+	}
+	j.metricsMu.Unlock()
+	for _, c := range j.Checkpoints() {
+		if c.Status == "completed" {
+			m.CheckpointsCompleted++
+		} else if strings.HasPrefix(c.Status, "failed") {
+			m.CheckpointsFailed++
+		}
+	}
+	m.Restarts = j.Restarts()
+	return m
+}

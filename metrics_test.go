@@ -1,0 +1,85 @@
+package ringflow_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringflow/ringflow"
+)
+
+// operatorMetrics returns the named operator's counters summed over its
+// subtasks, failing t if the job has no such operator.
+func operatorMetrics(t *testing.T, job *ringflow.Job, name string) ringflow.SubtaskMetrics {
+	t.Helper()
+	m, ok := job.Metrics().Operator(name)
+	if !ok {
+		t.Fatalf("no metrics for operator %q", name)
+	}
+	return m
+}
+
+// TestMetricsCountRecords: every operator subtask, sources and chained
+// operators included, counts the records it received and emitted, and
+// the counts add up to what the bounded job produced; the Prometheus
+// collector exposes the same counts.
+func TestMetricsCountRecords(t *testing.T) {
+	const n = 100_000
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2,
+		Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(t.TempDir(), "state")}})
+	src := ringflow.Source(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: n}))
+	doubled := ringflow.Map(src, "double", func(v uint64) uint64 { return 2 * v })
+	kept := ringflow.Filter(doubled, "quarter", func(v uint64) bool { return v%8 == 0 })
+	counts := ringflow.MapWithState(ringflow.KeyBy(kept, func(v uint64) uint64 { return v % 100 }), "count",
+		func(c *int64, _ uint64) int64 { *c++; return *c })
+	ringflow.Sink(counts, "sink", func(int64) error { return nil })
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		op      string
+		in, out int64
+	}{
+		{"gen", n, n}, {"double", n, n}, {"quarter", n, n / 4}, {"count", n / 4, n / 4}, {"sink", n / 4, 0},
+	} {
+		m := operatorMetrics(t, job, c.op)
+		if m.RecordsIn != c.in || m.RecordsOut != c.out {
+			t.Errorf("%s: %d records in, %d out; want %d and %d", c.op, m.RecordsIn, m.RecordsOut, c.in, c.out)
+		}
+	}
+	m := job.Metrics()
+	if len(m.Subtasks) != 10 || m.CheckpointsCompleted == 0 {
+		t.Errorf("%d subtasks, %d checkpoints completed; want 10 (5 operators x 2) and some", len(m.Subtasks), m.CheckpointsCompleted)
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(ringflow.NewCollector(job))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "operator" || l.GetName() == "result" {
+					key += "/" + l.GetValue()
+				}
+			}
+			got[key] += s.GetCounter().GetValue()
+		}
+	}
+	for key, want := range map[string]float64{
+		"ringflow_records_in_total/gen": n, "ringflow_records_out_total/quarter": n / 4,
+		"ringflow_records_in_total/sink": n / 4, "ringflow_restarts_total": 0,
+		"ringflow_checkpoints_total/completed": float64(m.CheckpointsCompleted),
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+}
