@@ -220,12 +220,12 @@ type Job struct {
 	errs  []error // construction errors, reported by Run
 	ran   bool
 
-	metrics  map[string][]*operator.Metrics // per subtask; under metricsMu
+	metrics   map[string][]*operator.Metrics // per subtask; under metricsMu
 	metricsMu sync.Mutex
-	byName   map[string]*node
-	restarts atomic.Int64
-	restored atomic.Uint64 // checkpoint the latest attempt started from
-	paused   atomic.Bool   // PauseCheckpoints
+	byName    map[string]*node
+	restarts  atomic.Int64
+	restored  atomic.Uint64 // checkpoint the latest attempt started from
+	paused    atomic.Bool   // PauseCheckpoints
 
 	// declared is the state the job's operators declare, recorded in each
 	// checkpoint; set before checkpoints start.

@@ -13,6 +13,8 @@ type Metrics struct {
 	CheckpointsCompleted, CheckpointsFailed int
 	// Restarts counts the restarts after a failure.
 	Restarts int
+	// Workers are the worker threads' scheduler counters (Job.WorkerStats).
+	Workers []WorkerStats
 }
 
 // SubtaskMetrics are the counters of one operator subtask.
@@ -69,5 +71,6 @@ func (j *Job) Metrics() Metrics {
 		}
 	}
 	m.Restarts = j.Restarts()
+	m.Workers = j.WorkerStats()
 	return m
 }

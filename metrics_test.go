@@ -3,10 +3,12 @@ package ringflow_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ringflow/ringflow"
 )
@@ -80,6 +82,36 @@ func TestMetricsCountRecords(t *testing.T) {
 	} {
 		if got[key] != want {
 			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	// Every completed checkpoint is in the duration histogram, and each of
+	// its subtasks in the others.
+	hist := map[string]uint64{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			if h := s.GetHistogram(); h != nil {
+				hist[f.GetName()] = h.GetSampleCount()
+			}
+		}
+	}
+	subtasks := 0
+	for _, c := range job.Checkpoints() {
+		if c.Status == "completed" {
+			subtasks += len(c.Subtasks)
+		}
+	}
+	for name, want := range map[string]int{"ringflow_checkpoint_duration_seconds": m.CheckpointsCompleted,
+		"ringflow_checkpoint_sync_seconds": subtasks, "ringflow_checkpoint_async_seconds": subtasks,
+		"ringflow_checkpoint_start_delay_seconds": subtasks, "ringflow_checkpoint_alignment_seconds": subtasks} {
+		if hist[name] != uint64(want) {
+			t.Errorf("%s counts %d observations, want %d", name, hist[name], want)
+		}
+	}
+	for _, name := range []string{"ringflow_worker_parks_total", "ringflow_worker_preempted_total",
+		"ringflow_checkpoint_size_bytes", "ringflow_checkpoint_persisted_inflight_bytes",
+		"ringflow_last_checkpoint_completed_timestamp_seconds"} {
+		if !slices.ContainsFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == name }) {
+			t.Errorf("no %s", name)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package ringflow
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,6 +17,21 @@ import (
 //	ringflow_late_records_dropped_total{operator, subtask}
 //	ringflow_checkpoints_total{result}               result: completed, failed
 //	ringflow_restarts_total                          restarts after a failure
+//	ringflow_worker_parks_total{worker}              sleeps with nothing to do
+//	ringflow_worker_preempted_total{worker}          switched out while runnable
+//
+// and, from the completed checkpoints (Job.Checkpoints), histograms in
+// seconds of each checkpoint's duration and of each subtask's part of it,
+// and the figures of the last one:
+//
+//	ringflow_checkpoint_duration_seconds             trigger to completion
+//	ringflow_checkpoint_start_delay_seconds          trigger to a subtask's first barrier
+//	ringflow_checkpoint_alignment_seconds            first barrier to snapshot
+//	ringflow_checkpoint_sync_seconds                 the synchronous part
+//	ringflow_checkpoint_async_seconds                the write of the subtask's part
+//	ringflow_checkpoint_size_bytes                   bytes the last one wrote
+//	ringflow_checkpoint_persisted_inflight_bytes     in-flight data it persisted
+//	ringflow_last_checkpoint_completed_timestamp_seconds
 func NewCollector(j *Job) prometheus.Collector { return &collector{job: j} }
 
 var (
@@ -29,12 +45,63 @@ var (
 		"Checkpoints by result.", []string{"result"}, nil)
 	descRestarts = prometheus.NewDesc("ringflow_restarts_total",
 		"Restarts after a failure.", nil, nil)
+	descParks = prometheus.NewDesc("ringflow_worker_parks_total",
+		"Times a worker slept with nothing to do.", []string{"worker"}, nil)
+	descPreempted = prometheus.NewDesc("ringflow_worker_preempted_total",
+		"Times a worker's thread was switched out while it could run.", []string{"worker"}, nil)
+	descCkDuration = prometheus.NewDesc("ringflow_checkpoint_duration_seconds",
+		"Completed checkpoints, trigger to completion.", nil, nil)
+	descCkStartDelay = prometheus.NewDesc("ringflow_checkpoint_start_delay_seconds",
+		"Subtasks of completed checkpoints: trigger to the first barrier.", nil, nil)
+	descCkAlignment = prometheus.NewDesc("ringflow_checkpoint_alignment_seconds",
+		"Subtasks of completed checkpoints: first barrier to snapshot.", nil, nil)
+	descCkSync = prometheus.NewDesc("ringflow_checkpoint_sync_seconds",
+		"Subtasks of completed checkpoints: the synchronous part.", nil, nil)
+	descCkAsync = prometheus.NewDesc("ringflow_checkpoint_async_seconds",
+		"Subtasks of completed checkpoints: the write of the part.", nil, nil)
+	descCkSize = prometheus.NewDesc("ringflow_checkpoint_size_bytes",
+		"Bytes the last completed checkpoint wrote.", nil, nil)
+	descCkInflight = prometheus.NewDesc("ringflow_checkpoint_persisted_inflight_bytes",
+		"In-flight data the last completed checkpoint persisted.", nil, nil)
+	descCkLast = prometheus.NewDesc("ringflow_last_checkpoint_completed_timestamp_seconds",
+		"When the last checkpoint completed, in Unix seconds.", nil, nil)
 )
+
+// checkpointBuckets are the upper bounds, in seconds, of the checkpoint
+// histograms: 100µs to ~26s, each four times the last.
+var checkpointBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
+
+// histogram accumulates observations into checkpointBuckets.
+type histogram struct {
+	counts map[float64]uint64
+	n      uint64
+	sum    float64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	if h.counts == nil {
+		h.counts = map[float64]uint64{}
+	}
+	v := d.Seconds()
+	for _, b := range checkpointBuckets {
+		if v <= b {
+			h.counts[b]++ // NB: cumulative, as Prometheus's buckets are
+		}
+	}
+	h.n++
+	h.sum += v
+}
+
+func (h *histogram) metric(d *prometheus.Desc) prometheus.Metric {
+	return prometheus.MustNewConstHistogram(d, h.n, h.sum, h.counts)
+}
 
 type collector struct{ job *Job }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descCheckpoints, descRestarts} {
+	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descCheckpoints, descRestarts,
+		descParks, descPreempted, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
+		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
 	}
 }
@@ -50,4 +117,48 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsCompleted), "completed")
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsFailed), "failed")
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(m.Restarts))
+	for i, w := range m.Workers {
+		id := strconv.Itoa(i)
+		ch <- prometheus.MustNewConstMetric(descParks, prometheus.CounterValue, float64(w.Parks), id)
+		ch <- prometheus.MustNewConstMetric(descPreempted, prometheus.CounterValue, float64(w.Preempted), id)
+	}
+	c.collectCheckpoints(ch)
+}
+
+// collectCheckpoints sends the checkpoint histograms and the last completed
+// checkpoint's figures.
+func (c *collector) collectCheckpoints(ch chan<- prometheus.Metric) {
+	var duration, startDelay, alignment, sync, async histogram
+	var last *CheckpointStats
+	cps := c.job.Checkpoints()
+	for i := range cps {
+		cp := &cps[i]
+		if cp.Status != "completed" {
+			continue
+		}
+		last = cp
+		duration.observe(cp.Duration)
+		for _, s := range cp.Subtasks {
+			startDelay.observe(s.StartDelay)
+			alignment.observe(s.Alignment)
+			sync.observe(s.Sync)
+			async.observe(s.Async)
+		}
+	}
+	ch <- duration.metric(descCkDuration)
+	ch <- startDelay.metric(descCkStartDelay)
+	ch <- alignment.metric(descCkAlignment)
+	ch <- sync.metric(descCkSync)
+	ch <- async.metric(descCkAsync)
+	if last == nil {
+		return
+	}
+	var inflight uint64
+	for _, s := range last.Subtasks {
+		inflight += s.InflightBytes
+	}
+	ch <- prometheus.MustNewConstMetric(descCkSize, prometheus.GaugeValue, float64(last.BytesWritten))
+	ch <- prometheus.MustNewConstMetric(descCkInflight, prometheus.GaugeValue, float64(inflight))
+	done := last.Trigger.Add(last.Duration)
+	ch <- prometheus.MustNewConstMetric(descCkLast, prometheus.GaugeValue, float64(done.UnixNano())/1e9)
 }
