@@ -101,6 +101,9 @@ type Config struct {
 	// once per Run, at the first record after FailAfter it sees; it needs
 	// checkpoints and Restart.Attempts of at least 1 to recover.
 	FailAfter uint64
+	// OnJob, if set, is called with the ringflow job once it is built,
+	// before it runs (to serve its metrics, say).
+	OnJob func(*ringflow.Job)
 }
 
 // Progress says how far a run has come.

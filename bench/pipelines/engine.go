@@ -68,6 +68,9 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 		}
 		sinkInto(pairs, sinks, digestJoined, joinedSrcNanos)
 	}
+	if c.OnJob != nil {
+		c.OnJob(job)
+	}
 	var err error
 	if w := sinks.windows; w.length > 0 {
 		err = runInWindows(ctx, job, w)
