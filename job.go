@@ -239,6 +239,14 @@ type Job struct {
 	checkpoints []CheckpointStats
 	workers     []WorkerStats // summed over finished attempts
 	pool        *sched.Pool   // the running attempt's, or nil
+	channels    []channel     // the running attempt's rings, or nil
+}
+
+// channel is a ring between two operator subtasks.
+type channel struct {
+	from, to               string
+	fromSubtask, toSubtask int
+	r                      *ring.Ring
 }
 
 // WorkerStats is what one worker thread's scheduler did, summed over the

@@ -15,6 +15,17 @@ type Metrics struct {
 	Restarts int
 	// Workers are the worker threads' scheduler counters (Job.WorkerStats).
 	Workers []WorkerStats
+	// Channels are the rings between subtasks while the job runs (none
+	// before or after).
+	Channels []ChannelMetrics
+}
+
+// ChannelMetrics describe the ring from one operator subtask to another.
+type ChannelMetrics struct {
+	From, To               string
+	FromSubtask, ToSubtask int
+	// QueuedBytes is the ring's fill: bytes written and not yet read.
+	QueuedBytes, CapacityBytes int
 }
 
 // SubtaskMetrics are the counters of one operator subtask.
@@ -72,5 +83,11 @@ func (j *Job) Metrics() Metrics {
 	}
 	m.Restarts = j.Restarts()
 	m.Workers = j.WorkerStats()
+	j.statsMu.Lock()
+	for _, c := range j.channels {
+		m.Channels = append(m.Channels, ChannelMetrics{From: c.from, To: c.to, FromSubtask: c.fromSubtask,
+			ToSubtask: c.toSubtask, QueuedBytes: c.r.Len(), CapacityBytes: c.r.Capacity()})
+	}
+	j.statsMu.Unlock()
 	return m
 }

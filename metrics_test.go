@@ -53,6 +53,9 @@ func TestMetricsCountRecords(t *testing.T) {
 		}
 	}
 	m := job.Metrics()
+	if len(m.Channels) != 0 {
+		t.Errorf("%d channels after the job ended, want none: its rings are gone", len(m.Channels))
+	}
 	if len(m.Subtasks) != 10 || m.CheckpointsCompleted == 0 {
 		t.Errorf("%d subtasks, %d checkpoints completed; want 10 (5 operators x 2) and some", len(m.Subtasks), m.CheckpointsCompleted)
 	}

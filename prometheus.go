@@ -19,6 +19,8 @@ import (
 //	ringflow_restarts_total                          restarts after a failure
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
 //	ringflow_worker_preempted_total{worker}          switched out while runnable
+//	ringflow_channel_queued_bytes{from, to}          a ring's fill; from and to are
+//	                                                 "operator#subtask"
 //
 // and, from the completed checkpoints (Job.Checkpoints), histograms in
 // seconds of each checkpoint's duration and of each subtask's part of it,
@@ -49,6 +51,8 @@ var (
 		"Times a worker slept with nothing to do.", []string{"worker"}, nil)
 	descPreempted = prometheus.NewDesc("ringflow_worker_preempted_total",
 		"Times a worker's thread was switched out while it could run.", []string{"worker"}, nil)
+	descQueued = prometheus.NewDesc("ringflow_channel_queued_bytes",
+		"Bytes written into a ring between two subtasks and not yet read.", []string{"from", "to"}, nil)
 	descCkDuration = prometheus.NewDesc("ringflow_checkpoint_duration_seconds",
 		"Completed checkpoints, trigger to completion.", nil, nil)
 	descCkStartDelay = prometheus.NewDesc("ringflow_checkpoint_start_delay_seconds",
@@ -100,7 +104,7 @@ type collector struct{ job *Job }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descCheckpoints, descRestarts,
-		descParks, descPreempted, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
+		descParks, descPreempted, descQueued, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
 		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
 	}
@@ -121,6 +125,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		id := strconv.Itoa(i)
 		ch <- prometheus.MustNewConstMetric(descParks, prometheus.CounterValue, float64(w.Parks), id)
 		ch <- prometheus.MustNewConstMetric(descPreempted, prometheus.CounterValue, float64(w.Preempted), id)
+	}
+	for _, q := range m.Channels {
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(q.QueuedBytes),
+			q.From+"#"+strconv.Itoa(q.FromSubtask), q.To+"#"+strconv.Itoa(q.ToSubtask))
 	}
 	c.collectCheckpoints(ch)
 }

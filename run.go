@@ -136,11 +136,13 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		defer coord.stop()
 	}
 	j.statsMu.Lock()
-	j.pool = p.pool
+	j.pool, j.channels = p.pool, p.named
 	j.statsMu.Unlock()
 	runErr := p.pool.Run(ctx)
+	// NB: the rings are unmapped after this, so the metrics stop reading
+	// them first, under the same lock.
 	j.statsMu.Lock()
-	j.workers, j.pool = addWorkerStats(j.workers, p.pool), nil
+	j.workers, j.pool, j.channels = addWorkerStats(j.workers, p.pool), nil, nil
 	j.statsMu.Unlock()
 	closeErr := p.closeTasks()
 	if runErr != nil {
@@ -151,10 +153,12 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 
 // physical is a job laid out as tasks and rings.
 type physical struct {
-	job    *Job
-	pool   *sched.Pool
-	tasks  []*operator.Task
-	rings  []*ring.Ring
+	job   *Job
+	pool  *sched.Pool
+	tasks []*operator.Task
+	rings []*ring.Ring
+	// named are the rings with the subtasks they join, for the metrics.
+	named  []channel
 	opened int
 	// workerOf is the worker that runs each task.
 	workerOf map[*operator.Task]*sched.Worker
@@ -241,6 +245,7 @@ func (p *physical) makeRings(chains []*chain) (map[ringKey]*ring.Ring, error) {
 					}
 					rings[ringKey{e, u, d}] = r
 					p.rings = append(p.rings, r)
+					p.named = append(p.named, channel{from: e.from.name, to: e.to.name, fromSubtask: u, toSubtask: d, r: r})
 				}
 			}
 		}

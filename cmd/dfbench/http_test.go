@@ -44,7 +44,8 @@ func TestRunServesMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		page = string(b)
-		if counted.MatchString(page) && strings.Contains(page, "ringflow_checkpoint_duration_seconds_bucket") {
+		if counted.MatchString(page) && strings.Contains(page, "ringflow_checkpoint_duration_seconds_bucket") &&
+			strings.Contains(page, `ringflow_channel_queued_bytes{from="source#0",to="count#1"}`) {
 			break
 		}
 	}
