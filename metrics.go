@@ -1,6 +1,9 @@
 package ringflow
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Metrics is a snapshot of a job's counters (see Job.Metrics). Counters
 // count over the job's whole life, across restarts: records a restart
@@ -42,6 +45,10 @@ type SubtaskMetrics struct {
 	// StepsCut counts the steps of the subtask's task, when it heads one,
 	// that ran out of time part-way through an input frame.
 	StepsCut int64
+	// Busy, Backpressured and Idle split the time of the subtask's task
+	// (shared by the operators of a chain): with work, stopped by a full
+	// output ring, with nothing to do (see operator.Metrics.BusyNs).
+	Busy, Backpressured, Idle time.Duration
 }
 
 // Operator returns the counters of the named operator summed over its
@@ -55,6 +62,9 @@ func (m Metrics) Operator(name string) (SubtaskMetrics, bool) {
 			sum.RecordsOut += s.RecordsOut
 			sum.LateDropped += s.LateDropped
 			sum.StepsCut += s.StepsCut
+			sum.Busy += s.Busy
+			sum.Backpressured += s.Backpressured
+			sum.Idle += s.Idle
 		}
 	}
 	return sum, ok
@@ -70,7 +80,9 @@ func (j *Job) Metrics() Metrics {
 		for i, c := range j.metrics[n.name] {
 			m.Subtasks = append(m.Subtasks, SubtaskMetrics{Operator: n.name, Subtask: i,
 				RecordsIn: c.RecordsIn.Load(), RecordsOut: c.RecordsOut.Load(),
-				LateDropped: c.LateDropped.Load(), StepsCut: c.StepsCut.Load()})
+				LateDropped: c.LateDropped.Load(), StepsCut: c.StepsCut.Load(),
+				Busy: time.Duration(c.BusyNs.Load()), Backpressured: time.Duration(c.BackpressuredNs.Load()),
+				Idle: time.Duration(c.IdleNs.Load())})
 		}
 	}
 	j.metricsMu.Unlock()

@@ -2,6 +2,7 @@ package ringflow_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -116,5 +117,42 @@ func TestMetricsCountRecords(t *testing.T) {
 		if !slices.ContainsFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == name }) {
 			t.Errorf("no %s", name)
 		}
+	}
+}
+
+// TestMetricsTimeSplit: each subtask's busy, backpressured and idle time
+// add up to about the job's wall time, and an edge into a slow operator
+// shows as backpressured time upstream and busy time downstream.
+func TestMetricsTimeSplit(t *testing.T) {
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 1, Workers: 2})
+	src := ringflow.Source(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: 1 << 40}))
+	slow := ringflow.Map(ringflow.Rebalance(src), "slow", func(v uint64) uint64 {
+		for start := time.Now(); time.Since(start) < 2*time.Microsecond; {
+		}
+		return v
+	})
+	ringflow.Sink(slow, "sink", func(uint64) error { return nil })
+	// NB: every task lives until the job is cancelled: a task's time is
+	// accounted from its first step to its last.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	if err := job.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	wall := time.Since(start)
+	for _, op := range []string{"gen", "slow", "sink"} {
+		m := operatorMetrics(t, job, op)
+		total := m.Busy + m.Backpressured + m.Idle
+		if total > wall || total < wall*8/10 {
+			t.Errorf("%s: busy %v + backpressured %v + idle %v = %v, want about the run's %v",
+				op, m.Busy, m.Backpressured, m.Idle, total, wall)
+		}
+	}
+	if m := operatorMetrics(t, job, "gen"); m.Backpressured < (m.Busy+m.Backpressured+m.Idle)/2 {
+		t.Errorf("gen feeds a slow operator, yet was backpressured only %v of %v", m.Backpressured, m.Busy+m.Backpressured+m.Idle)
+	}
+	if m := operatorMetrics(t, job, "slow"); m.Busy < (m.Busy+m.Backpressured+m.Idle)/2 {
+		t.Errorf("slow was busy only %v of %v", m.Busy, m.Busy+m.Backpressured+m.Idle)
 	}
 }

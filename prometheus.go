@@ -15,6 +15,9 @@ import (
 //	ringflow_records_in_total{operator, subtask}     records received
 //	ringflow_records_out_total{operator, subtask}    records emitted
 //	ringflow_late_records_dropped_total{operator, subtask}
+//	ringflow_busy_seconds_total{operator, subtask}           time with work
+//	ringflow_backpressured_seconds_total{operator, subtask}  stopped by a full output
+//	ringflow_idle_seconds_total{operator, subtask}           time with nothing to do
 //	ringflow_checkpoints_total{result}               result: completed, failed
 //	ringflow_restarts_total                          restarts after a failure
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
@@ -43,6 +46,12 @@ var (
 		"Records an operator subtask emitted.", []string{"operator", "subtask"}, nil)
 	descLate = prometheus.NewDesc("ringflow_late_records_dropped_total",
 		"Records behind the watermark by more than the allowed lateness.", []string{"operator", "subtask"}, nil)
+	descBusy = prometheus.NewDesc("ringflow_busy_seconds_total",
+		"Time an operator subtask's task had work.", []string{"operator", "subtask"}, nil)
+	descBackpressured = prometheus.NewDesc("ringflow_backpressured_seconds_total",
+		"Time an operator subtask's task was stopped by a full output ring.", []string{"operator", "subtask"}, nil)
+	descIdle = prometheus.NewDesc("ringflow_idle_seconds_total",
+		"Time an operator subtask's task had nothing to do.", []string{"operator", "subtask"}, nil)
 	descCheckpoints = prometheus.NewDesc("ringflow_checkpoints_total",
 		"Checkpoints by result.", []string{"result"}, nil)
 	descRestarts = prometheus.NewDesc("ringflow_restarts_total",
@@ -103,7 +112,8 @@ func (h *histogram) metric(d *prometheus.Desc) prometheus.Metric {
 type collector struct{ job *Job }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descCheckpoints, descRestarts,
+	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descBusy, descBackpressured, descIdle,
+		descCheckpoints, descRestarts,
 		descParks, descPreempted, descQueued, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
 		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
@@ -117,6 +127,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRecordsIn, prometheus.CounterValue, float64(s.RecordsIn), s.Operator, sub)
 		ch <- prometheus.MustNewConstMetric(descRecordsOut, prometheus.CounterValue, float64(s.RecordsOut), s.Operator, sub)
 		ch <- prometheus.MustNewConstMetric(descLate, prometheus.CounterValue, float64(s.LateDropped), s.Operator, sub)
+		ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, s.Busy.Seconds(), s.Operator, sub)
+		ch <- prometheus.MustNewConstMetric(descBackpressured, prometheus.CounterValue, s.Backpressured.Seconds(), s.Operator, sub)
+		ch <- prometheus.MustNewConstMetric(descIdle, prometheus.CounterValue, s.Idle.Seconds(), s.Operator, sub)
 	}
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsCompleted), "completed")
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsFailed), "failed")

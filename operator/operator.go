@@ -123,6 +123,14 @@ type Metrics struct {
 	// that ran out of time part-way through an input frame: the rest of
 	// the frame waited for the next step.
 	StepsCut atomic.Int64
+	// BusyNs, BackpressuredNs and IdleNs split the time of the subtask's
+	// task (every operator of a chain has its task's): from each of its
+	// steps to the next, it was busy if the step made progress,
+	// backpressured if it stopped for lack of room in an output ring,
+	// idle otherwise. They add up to the time from its first step to its
+	// last. The time is the worker's clock at each round, read anyway: one
+	// atomic add per step and operator.
+	BusyNs, BackpressuredNs, IdleNs atomic.Int64
 }
 
 // Counting returns next behind a link that counts every batch pushed into

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/ringflow/ringflow/align"
@@ -45,6 +46,61 @@ type Task struct {
 	sourceDue time.Time
 	steps     int64
 	replayed  bool
+
+	// The accounting of the task's time (see Metrics.BusyNs): the
+	// counters of its operators, when its last step began and what the
+	// task did from then on, and whether this step stopped for lack of
+	// room downstream.
+	accts     []*Metrics
+	lastStep  time.Time
+	lastState stepState
+	blocked   bool
+}
+
+// stepState is what a task did from one step to the next.
+type stepState uint8
+
+const (
+	stepIdle stepState = iota
+	stepBusy
+	stepBackpressured
+)
+
+// account adds the time since the last step to the counter of what the
+// task did meanwhile, for every operator of the chain.
+func (t *Task) account(now time.Time) {
+	// NB: now is the stepping worker's round start; a peer that steps the
+	// task (its thread away) may have begun its round before the last
+	// step: the clock never goes back.
+	d := int64(now.Sub(t.lastStep))
+	if d <= 0 {
+		return
+	}
+	if !t.lastStep.IsZero() {
+		for _, m := range t.accts {
+			switch t.lastState {
+			case stepBusy:
+				m.BusyNs.Add(d)
+			case stepBackpressured:
+				m.BackpressuredNs.Add(d)
+			default:
+				m.IdleNs.Add(d)
+			}
+		}
+	}
+	t.lastStep = now
+}
+
+// endState records what the step that returned st leaves the task doing.
+func (t *Task) endState(st sched.Status) {
+	switch {
+	case st == sched.Progress || st == sched.Backlogged:
+		t.lastState = stepBusy
+	case t.blocked:
+		t.lastState = stepBackpressured
+	default:
+		t.lastState = stepIdle
+	}
 }
 
 // maxStep bounds the time one step of a task with inputs takes (checked
@@ -98,6 +154,11 @@ func (t *Task) Open() error {
 	}
 	t.prepareReport()
 	t.opened = true
+	for _, c := range append([]*Context{t.Ctx}, t.Ctxs...) {
+		if c != nil && c.Metrics != nil && !slices.Contains(t.accts, c.Metrics) {
+			t.accts = append(t.accts, c.Metrics)
+		}
+	}
 	return nil
 }
 
@@ -129,7 +190,9 @@ func attribute(ctx *Context, err error) error {
 
 // Step implements sched.Task.
 func (t *Task) Step(now time.Time) (st sched.Status, err error) {
-	defer t.recover(&err)
+	defer t.recover(&st, &err)
+	t.account(now)
+	t.blocked = false
 	t.steps++
 	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
 		if err := t.handleMail(now); err != nil {
@@ -142,6 +205,7 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 		}
 	}
 	if !t.drain() {
+		t.blocked = true
 		return sched.Idle, nil
 	}
 	if t.finishing {
@@ -163,7 +227,8 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 // recover turns a panic raised by the runtime on behalf of the task (not by
 // an operator, which raises *Error itself), and an error the step returns,
 // into an *Error naming the head.
-func (t *Task) recover(errp *error) {
+func (t *Task) recover(st *sched.Status, errp *error) {
+	t.endState(*st)
 	r := recover()
 	if r == nil {
 		if *errp != nil {
@@ -209,6 +274,7 @@ func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 		return t.idleStatus(), nil
 	}
 	if !t.room() {
+		t.blocked = true
 		t.flushAll()
 		return sched.Idle, nil
 	}
@@ -278,7 +344,11 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 			break // the step's time ran out part-way through a frame
 		}
 		handled++
-		if t.finishing || !t.drain() {
+		if t.finishing {
+			break
+		}
+		if !t.drain() {
+			t.blocked = true
 			break
 		}
 		// A step is short in time too, so that barriers, coordinator
