@@ -3,6 +3,8 @@ package ringflow
 import (
 	"strings"
 	"time"
+
+	"github.com/ringflow/ringflow/operator"
 )
 
 // Metrics is a snapshot of a job's counters (see Job.Metrics). Counters
@@ -49,14 +51,21 @@ type SubtaskMetrics struct {
 	// (shared by the operators of a chain): with work, stopped by a full
 	// output ring, with nothing to do (see operator.Metrics.BusyNs).
 	Busy, Backpressured, Idle time.Duration
+	// Watermark is the subtask's event time (zero before the first
+	// watermark, and on streams without event time).
+	Watermark time.Time
 }
 
 // Operator returns the counters of the named operator summed over its
-// subtasks (Subtask is -1), and whether the job has such an operator.
+// subtasks (Subtask is -1), with the least of their watermarks, and
+// whether the job has such an operator.
 func (m Metrics) Operator(name string) (SubtaskMetrics, bool) {
 	sum, ok := SubtaskMetrics{Operator: name, Subtask: -1}, false
 	for _, s := range m.Subtasks {
 		if s.Operator == name {
+			if !ok || s.Watermark.Before(sum.Watermark) {
+				sum.Watermark = s.Watermark
+			}
 			ok = true
 			sum.RecordsIn += s.RecordsIn
 			sum.RecordsOut += s.RecordsOut
@@ -82,7 +91,7 @@ func (j *Job) Metrics() Metrics {
 				RecordsIn: c.RecordsIn.Load(), RecordsOut: c.RecordsOut.Load(),
 				LateDropped: c.LateDropped.Load(), StepsCut: c.StepsCut.Load(),
 				Busy: time.Duration(c.BusyNs.Load()), Backpressured: time.Duration(c.BackpressuredNs.Load()),
-				Idle: time.Duration(c.IdleNs.Load())})
+				Idle: time.Duration(c.IdleNs.Load()), Watermark: watermarkTime(c.Watermark.Load())})
 		}
 	}
 	j.metricsMu.Unlock()
@@ -102,4 +111,13 @@ func (j *Job) Metrics() Metrics {
 	}
 	j.statsMu.Unlock()
 	return m
+}
+
+// watermarkTime returns watermark wm (epoch milliseconds) as a time; the
+// zero time for none.
+func watermarkTime(wm int64) time.Time {
+	if wm <= 0 || wm == operator.MaxWatermark {
+		return time.Time{}
+	}
+	return time.UnixMilli(wm)
 }

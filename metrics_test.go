@@ -156,3 +156,26 @@ func TestMetricsTimeSplit(t *testing.T) {
 		t.Errorf("slow was busy only %v of %v", m.Busy, m.Busy+m.Backpressured+m.Idle)
 	}
 }
+
+// TestMetricsWatermark: while an event-time job runs, each subtask's
+// metrics hold the event time it has reached.
+func TestMetricsWatermark(t *testing.T) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMilli()
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 1, Workers: 1})
+	src := ringflow.SourceWithEventTime(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: 50_000}),
+		ringflow.WatermarkStrategy[uint64]{Timestamp: func(i uint64) int64 { return base + int64(i) }})
+	var seen time.Time
+	ringflow.Sink(ringflow.Rebalance(src), "sink", func(i uint64) error {
+		if i == 40_000 {
+			m, _ := job.Metrics().Operator("gen")
+			seen = m.Watermark
+		}
+		return nil
+	})
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if lo, hi := time.UnixMilli(base+30_000), time.UnixMilli(base+50_000); seen.Before(lo) || seen.After(hi) {
+		t.Errorf("at record 40,000 the source's watermark was %v, want between %v and %v", seen, lo, hi)
+	}
+}

@@ -18,6 +18,8 @@ import (
 //	ringflow_busy_seconds_total{operator, subtask}           time with work
 //	ringflow_backpressured_seconds_total{operator, subtask}  stopped by a full output
 //	ringflow_idle_seconds_total{operator, subtask}           time with nothing to do
+//	ringflow_watermark_lag_seconds{operator, subtask}        now less the subtask's event
+//	                                                         time (none before its first)
 //	ringflow_checkpoints_total{result}               result: completed, failed
 //	ringflow_restarts_total                          restarts after a failure
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
@@ -52,6 +54,8 @@ var (
 		"Time an operator subtask's task was stopped by a full output ring.", []string{"operator", "subtask"}, nil)
 	descIdle = prometheus.NewDesc("ringflow_idle_seconds_total",
 		"Time an operator subtask's task had nothing to do.", []string{"operator", "subtask"}, nil)
+	descLag = prometheus.NewDesc("ringflow_watermark_lag_seconds",
+		"How far an operator subtask's watermark is behind the wall clock.", []string{"operator", "subtask"}, nil)
 	descCheckpoints = prometheus.NewDesc("ringflow_checkpoints_total",
 		"Checkpoints by result.", []string{"result"}, nil)
 	descRestarts = prometheus.NewDesc("ringflow_restarts_total",
@@ -113,7 +117,7 @@ type collector struct{ job *Job }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descBusy, descBackpressured, descIdle,
-		descCheckpoints, descRestarts,
+		descLag, descCheckpoints, descRestarts,
 		descParks, descPreempted, descQueued, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
 		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
@@ -121,7 +125,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	m := c.job.Metrics()
+	m, now := c.job.Metrics(), time.Now()
 	for _, s := range m.Subtasks {
 		sub := strconv.Itoa(s.Subtask)
 		ch <- prometheus.MustNewConstMetric(descRecordsIn, prometheus.CounterValue, float64(s.RecordsIn), s.Operator, sub)
@@ -130,6 +134,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, s.Busy.Seconds(), s.Operator, sub)
 		ch <- prometheus.MustNewConstMetric(descBackpressured, prometheus.CounterValue, s.Backpressured.Seconds(), s.Operator, sub)
 		ch <- prometheus.MustNewConstMetric(descIdle, prometheus.CounterValue, s.Idle.Seconds(), s.Operator, sub)
+		if !s.Watermark.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, now.Sub(s.Watermark).Seconds(), s.Operator, sub)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsCompleted), "completed")
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsFailed), "failed")

@@ -131,6 +131,10 @@ type Metrics struct {
 	// last. The time is the worker's clock at each round, read anyway: one
 	// atomic add per step and operator.
 	BusyNs, BackpressuredNs, IdleNs atomic.Int64
+	// Watermark is the event time (epoch milliseconds) the subtask's task
+	// last passed down its chain; 0 before the first, and on streams
+	// without event time.
+	Watermark atomic.Int64
 }
 
 // Counting returns next behind a link that counts every batch pushed into

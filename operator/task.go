@@ -539,6 +539,9 @@ func (t *Task) advance(wm int64, idle bool) {
 		for _, op := range t.Ops {
 			op.Watermark(wm)
 		}
+		for _, m := range t.accts {
+			m.Watermark.Store(wm)
+		}
 		t.idle = false
 	}
 	if idle != t.idle && t.Gate != nil {
