@@ -3,6 +3,7 @@ package compare
 import (
 	"errors"
 	"fmt"
+	"github.com/ringflow/ringflow"
 	"strings"
 	"time"
 )
@@ -58,6 +59,9 @@ type Config struct {
 	ProfileDir string
 	// TempDir is where the state directories go; default os.TempDir().
 	TempDir string
+	// OnJob, if set, is called with each ringflow job the comparison
+	// builds, before it runs (to serve its metrics, say).
+	OnJob func(*ringflow.Job)
 }
 
 // ErrConfig is wrapped by every error about a bad Config.

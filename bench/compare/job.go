@@ -138,6 +138,9 @@ const windowSize = time.Second
 // buildJob builds cfg's pipeline on rcfg, with restore sources if restore.
 func buildJob(cfg Config, rcfg ringflow.Config, restore bool, out *sink) *ringflow.Job {
 	job := ringflow.NewJob(rcfg)
+	if cfg.OnJob != nil {
+		cfg.OnJob(job)
+	}
 	src := func(name string, seed uint64) ringflow.Stream[Record] {
 		g := newGen(cfg, seed)
 		newSrc := func() operator.Source[Record] { return &source{g: g, restore: restore} }

@@ -17,6 +17,7 @@ import (
 type compareFlags struct {
 	cfg  compare.Config
 	json bool
+	http httpFlags
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) error {
@@ -26,6 +27,12 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	srv, err := f.http.serve()
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	f.cfg.OnJob = srv.job
 	r, err := compare.Compare(ctx, f.cfg)
 	if err != nil {
 		return err
@@ -48,6 +55,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.DurationVar(&c.Duration, "duration", compare.DefaultDuration, "run time of each mode")
 	fs.StringVar(&c.ProfileDir, "profile", "", "write <mode>.fgprof.pprof per mode and stalls.txt into this directory")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
+	f.http.register(fs)
 	modes := fs.String("modes", "aligned,unaligned,timeout,none", "modes to run, in order (none: no checkpoints)")
 	fs.IntVar(&c.Parallelism, "parallelism", compare.DefaultParallelism, "instances of every operator")
 	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads (0: all CPUs)")

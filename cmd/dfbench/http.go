@@ -1,43 +1,80 @@
 package main
 
 import (
+	"flag"
+	"fmt"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/bench/pipelines"
 )
 
-// serveMetrics listens on addr at once (so that a bad address fails before
-// the run) and serves /metrics there: the Prometheus metrics of the job c
-// builds, from when it is built, and the Go runtime's. Close stops it.
-func serveMetrics(addr string, c *pipelines.Config) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// httpFlags are --http and --http-linger, which run, compare and nexmark
+// share.
+type httpFlags struct {
+	addr   string
+	linger time.Duration
+}
+
+func (h *httpFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&h.addr, "http", "", "serve the Prometheus metrics of the ringflow job that runs at `ADDR`/metrics")
+	fs.DurationVar(&h.linger, "http-linger", 0, "with --http, go on serving this long after the last job ends")
+}
+
+// metricsServer serves /metrics: the Go runtime's metrics and those of the
+// job it was last given (a later job replaces an earlier one: their
+// metrics have the same names).
+type metricsServer struct {
+	srv    *http.Server
+	reg    *prometheus.Registry
+	linger time.Duration
+	mu     sync.Mutex
+	last   prometheus.Collector
+}
+
+// serveMetrics listens at once (so that a bad address fails before any
+// run) and serves; nil without --http.
+func (h httpFlags) serve() (*metricsServer, error) {
+	if h.addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", h.addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--http: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector())
-	onJob := c.OnJob
-	var last prometheus.Collector
-	c.OnJob = func(j *ringflow.Job) {
-		// NB: a later job (another run in this process) replaces the
-		// earlier one: their metrics have the same names.
-		if last != nil {
-			reg.Unregister(last)
-		}
-		last = ringflow.NewCollector(j)
-		reg.MustRegister(last)
-		if onJob != nil {
-			onJob(j)
-		}
-	}
+	s := &metricsServer{reg: prometheus.NewRegistry(), linger: h.linger}
+	s.reg.MustRegister(prometheus.NewGoCollector())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	return srv, nil
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	s.srv = &http.Server{Handler: mux}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// job serves j's metrics from now on; a nil server does nothing.
+func (s *metricsServer) job(j *ringflow.Job) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last != nil {
+		s.reg.Unregister(s.last)
+	}
+	s.last = ringflow.NewCollector(j)
+	s.reg.MustRegister(s.last)
+}
+
+// close stops the server after --http-linger.
+func (s *metricsServer) close() {
+	if s == nil {
+		return
+	}
+	time.Sleep(s.linger)
+	s.srv.Close()
 }

@@ -36,6 +36,8 @@ type nexmarkOptions struct {
 	baseline    string
 	asJSON      bool
 	cpuProfile  string
+	http        httpFlags
+	srv         *metricsServer // --http; nil without
 }
 
 // nexmarkResult is one query's measurement.
@@ -100,9 +102,16 @@ func runNexmark(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.baseline, "baseline", "", `"chan": also run q0, q1, q2 and q5 as plain Go (goroutines and channels of batches)`)
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object per query instead of a table")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the runs to this file")
+	o.http.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
+	srv, err := o.http.serve()
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	o.srv = srv
 	names, cfg, err := o.validate()
 	if err != nil {
 		fmt.Fprintf(stderr, "dfbench nexmark: %v\n", err)
@@ -189,6 +198,7 @@ func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexma
 		return r, err
 	}
 	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Checkpoint: ck})
+	o.srv.job(job)
 	if err := queries.Build(job, q, cfg, out); err != nil {
 		closeOut()
 		return r, err

@@ -34,7 +34,7 @@ type runFlags struct {
 	json       bool
 	cpuProfile string
 	memProfile string
-	httpAddr   string // --http
+	http       httpFlags
 	mode       string // --mode
 	samplesOut string // --samples-out
 }
@@ -62,13 +62,12 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	f.cfg.Progress = progressBar(stderr, f.cfg, "ringflow")
 	f.cfg.KeepSamples = samples != nil
-	if f.httpAddr != "" {
-		srv, err := serveMetrics(f.httpAddr, &f.cfg)
-		if err != nil {
-			return fmt.Errorf("--http: %w", err)
-		}
-		defer srv.Close()
+	srv, err := f.http.serve()
+	if err != nil {
+		return err
 	}
+	defer srv.close()
+	f.cfg.OnJob = srv.job
 	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile, f.memProfile)
 	if errors.Is(err, ringflow.ErrFinished) {
 		// NB: a run is rerun until it exits 0 (after a kill, say); one that
@@ -132,7 +131,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the ringflow run to this file")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a profile of what the ringflow run allocated to this file")
-	fs.StringVar(&f.httpAddr, "http", "", "serve the ringflow job's Prometheus metrics at `ADDR`/metrics while it runs")
+	f.http.register(fs)
 	fs.Uint64Var(&c.HotKeys, "hot-keys", 0, "after the first --keys records, which take every key once, draw keys below this only (0: all keys, uniformly)")
 	fs.DurationVar(&c.Checkpoint.Interval, "checkpoint-interval", 0, "ringflow checkpoint interval (0: no checkpoints)")
 	fs.StringVar(&c.Checkpoint.StateDir, "state-dir", "", "checkpoint store directory; a run on one holding a checkpoint resumes from it (default: a fresh temporary directory, removed at exit)")
