@@ -50,7 +50,7 @@ func (j *Job) Run(ctx context.Context) error {
 		opts := ck.storeOptions
 		opts.Retained = ck.Retained
 		if opts.Logger == nil {
-			opts.Logger = storeLogger{j.cfg.Logger}
+			opts.Logger = j.cfg.Logger
 		}
 		s, err := snapshot.Open(ck.StateDir, opts)
 		if err != nil {
@@ -106,7 +106,8 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		}
 		j.restored.Store(cp.ID())
 		for _, skipped := range cp.Skipped {
-			j.cfg.Logger.Errorf("restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
+			j.cfg.Logger.Error("ringflow: restore passed over an unusable checkpoint",
+				"checkpoint", skipped.ID, "err", skipped.Err)
 		}
 	}
 	if err := p.open(); err != nil {
@@ -179,7 +180,8 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 			}
 		}
 	}
-	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest}
+	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest,
+		Logger: j.cfg.Logger}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
 		opts.BackgroundPatience = sched.PatienceFor(iv)
 	}
@@ -462,25 +464,18 @@ func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
 	return nil
 }
 
-// storeLogger drops the store's informational lines and passes on its
-// errors (corruption found, checkpoints passed over).
-type storeLogger struct{ l Logger }
-
-func (storeLogger) Infof(string, ...any) {}
-
-func (s storeLogger) Errorf(format string, args ...any) {
-	s.l.Errorf("checkpoint store: "+format, args...)
-}
-
 // logFailure reports a failure the job restarts from, with a panic's
 // stack, which the error's message leaves out.
 func (j *Job) logFailure(err error, attempt int) {
+	attrs := []any{"attempt", attempt + 1, "err", err}
 	var oe *operator.Error
-	if errors.As(err, &oe) && oe.Stack != nil {
-		j.cfg.Logger.Errorf("attempt %d failed: %v\n%s", attempt+1, err, oe.Stack)
-		return
+	if errors.As(err, &oe) {
+		attrs = append(attrs, "operator", oe.Operator, "subtask", oe.Subtask)
+		if oe.Stack != nil {
+			attrs = append(attrs, "stack", string(oe.Stack))
+		}
 	}
-	j.cfg.Logger.Errorf("attempt %d failed: %v", attempt+1, err)
+	j.cfg.Logger.Error("ringflow: attempt failed; the job restarts from its latest checkpoint", attrs...)
 }
 
 // restoreChannels hands a task the in-flight data that unaligned snapshots
