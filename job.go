@@ -86,6 +86,10 @@ type Config struct {
 	// called from any goroutine, never on a worker's hot path. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Events, when set, is told of the job's lifecycle: checkpoints
+	// triggered, completed, failed and aborted, restores, task failures,
+	// restarts and the end of the job. See EventListener.
+	Events *EventListener
 }
 
 func (c Config) withDefaults() Config {
@@ -214,6 +218,7 @@ type Job struct {
 	metrics  map[string]*operator.Metrics
 	byName   map[string]*node
 	restarts atomic.Int64
+	events   *events       // Config.Events' queue, during Run
 	restored atomic.Uint64 // checkpoint the latest attempt started from
 	paused   atomic.Bool   // PauseCheckpoints
 
