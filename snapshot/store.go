@@ -49,9 +49,10 @@ type Options struct {
 	// Retained is how many complete checkpoints to keep; DefaultRetained
 	// when zero. Negative values are rejected.
 	Retained int
-	// Logger receives the store's reports and Pebble's; slog.Default()
-	// when nil. Corruption and fallback are logged at level Error with
-	// the attributes checkpoint and err.
+	// Logger receives the store's reports and Pebble's (those with the
+	// attribute source=pebble; its informational lines at level Debug);
+	// slog.Default() when nil. Corruption and fallback are logged at
+	// level Error with the attributes checkpoint and err.
 	Logger *slog.Logger
 
 	// testPebbleOptions, when set by a test, adjusts Pebble's options
