@@ -40,9 +40,10 @@ import (
 //
 // and then JobEnded, once, last. Each triggered checkpoint ends with
 // exactly one CheckpointCompleted or CheckpointFailed. A checkpoint can
-// fail before it reached the sources (the store could not begin it, or
-// its timeout ran out before its trigger time): then it is reported
-// failed without having been reported triggered.
+// end before it reached the sources (the store could not begin it, its
+// timeout ran out before its trigger time, or its attempt ended first):
+// then it is reported failed or aborted, once, without having been
+// reported triggered.
 type EventListener struct {
 	// CheckpointTriggered: the sources were sent the checkpoint's barrier.
 	CheckpointTriggered func(CheckpointTriggeredInfo)

@@ -130,6 +130,7 @@ func TestEventOrder(t *testing.T) {
 func checkEventOrder(t *testing.T, log []string) {
 	t.Helper()
 	open := map[uint64]bool{} // triggered, not yet ended
+	ended := map[uint64]bool{}
 	var lastCompleted uint64
 	var phase int // 0: attempt 0; 1: failed; 2: restarting; 3: restored; 4: ended
 	seen := map[string]int{}
@@ -146,12 +147,21 @@ func checkEventOrder(t *testing.T, log []string) {
 			if phase == 2 || phase == 4 {
 				bad("a checkpoint triggered between the restart and the restore, or after the end")
 			}
+			if ended[id] {
+				bad("triggered after its end")
+			}
 			open[id] = true
 		case "completed", "failed", "aborted":
 			fmt.Sscan(fields[1], &id)
-			if !open[id] {
-				bad("the end of a checkpoint not triggered, or ended twice")
+			if ended[id] {
+				bad("a checkpoint ended twice")
 			}
+			// NB: a checkpoint may fail or be aborted before its trigger
+			// time (see EventListener), not complete.
+			if !open[id] && kind == "completed" {
+				bad("a checkpoint completed that was not triggered")
+			}
+			ended[id] = true
 			delete(open, id)
 			if kind == "completed" {
 				lastCompleted = id
