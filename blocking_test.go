@@ -51,7 +51,7 @@ func TestBlockingSourceCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	gate := make(chan struct{})
 	build := func(gate, blocked chan struct{}) *ringflow.Job {
-		job := ringflow.NewJob(ringflow.Config{Workers: 2, BatchSize: 100, Logger: &logRecorder{},
+		job := ringflow.NewJob(ringflow.Config{Workers: 2, BatchSize: 100, Logger: newLogRecorder().logger(),
 			Checkpoint: checkpointed(dir, 2*time.Millisecond)})
 		src := ringflow.Source(job, "blocking", ringflow.FromBlocking(
 			func(sub, par int, pos []byte) (ringflow.BlockingReader[uint64], error) {

@@ -1,9 +1,11 @@
 package ringflow
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +128,9 @@ type inflight struct {
 	subtasks []SubtaskCheckpointStats
 	written  time.Time // when the last part was written
 	timeout  *time.Timer
+	// ended is set by whichever of commit, failed and stop reports the
+	// checkpoint's end (EventListener), so that exactly one does.
+	ended atomic.Bool
 	// syncs counts the parts' BeforeCommit work still running; syncErr is
 	// the first error it returned.
 	syncs   sync.WaitGroup
@@ -160,13 +165,16 @@ func (c *coordinator) start() {
 	go c.writeLoop()
 }
 
-// stop ends the coordinator's goroutines and aborts what is in flight.
-func (c *coordinator) stop() {
+// stop ends the coordinator's goroutines and aborts what is in flight,
+// because of cause (nil: the job stopped without a failure).
+func (c *coordinator) stop(cause error) {
 	c.mu.Lock()
 	c.mu.stopped = true
+	var aborted []*inflight
 	for _, f := range c.mu.inflight {
 		f.timeout.Stop()
 		f.pending.Abort()
+		aborted = append(aborted, f)
 	}
 	c.mu.inflight = nil
 	for _, w := range c.mu.queue {
@@ -179,6 +187,18 @@ func (c *coordinator) stop() {
 	close(c.done)
 	c.wg.Wait()
 	c.syncs.Wait()
+	// NB: after the writer goroutine has exited: a commit it was making
+	// has reported its checkpoint completed by now.
+	if cause == nil {
+		cause = ErrAborted
+	}
+	slices.SortFunc(aborted, func(a, b *inflight) int { return cmp.Compare(a.id, b.id) })
+	for _, f := range aborted {
+		if f.ended.CompareAndSwap(false, true) {
+			c.job.events.checkpointFailed(CheckpointFailedInfo{ID: f.id, Trigger: f.trigger, Final: f.final,
+				Aborted: true, Err: cause})
+		}
+	}
 }
 
 func signal(ch chan struct{}) {
@@ -217,9 +237,25 @@ func (c *coordinator) triggerLoop() {
 // maybeTrigger starts a checkpoint if the settings allow one now: the final
 // one once every source has finished, otherwise a periodic one.
 func (c *coordinator) maybeTrigger(now time.Time) {
-	if f := c.begin(now); f != nil {
+	f := c.begin(now)
+	if f == nil {
+		return
+	}
+	c.mu.Lock()
+	live := !c.mu.stopped && c.mu.inflight[f.id] == f
+	if live {
+		c.triggered(f)
+	}
+	c.mu.Unlock()
+	if live {
 		c.trigger(f, now)
 	}
+}
+
+// triggered reports checkpoint f triggered; c.mu is held, so that the
+// report comes before that of its end.
+func (c *coordinator) triggered(f *inflight) {
+	c.job.events.checkpointTriggered(CheckpointTriggeredInfo{ID: f.id, Trigger: f.trigger, Final: f.final})
 }
 
 // triggerAt starts a periodic checkpoint at time at, if the settings allow
@@ -240,6 +276,7 @@ func (c *coordinator) triggerAt(at time.Time) {
 		live := !c.mu.stopped && c.mu.inflight[f.id] == f
 		if live {
 			f.trigger, c.mu.lastTrigger = now, now
+			c.triggered(f)
 		}
 		c.mu.Unlock()
 		if live {
@@ -261,6 +298,9 @@ func (c *coordinator) trigger(f *inflight, now time.Time) {
 // begin registers a checkpoint triggered at now, if the settings allow one
 // then, and returns it; nil if they do not.
 func (c *coordinator) begin(now time.Time) *inflight {
+	var failedID uint64
+	var failure error
+	defer func() { c.logFailed(failedID, failure) }() // after the unlock below
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.stopped || c.mu.final != 0 {
@@ -283,7 +323,9 @@ func (c *coordinator) begin(now time.Time) *inflight {
 	c.mu.nextID++
 	p, err := c.store.Begin(id)
 	if err != nil {
-		c.failLocked(id, now, fmt.Errorf("begin: %w", err), final)
+		failedID, failure = id, fmt.Errorf("begin: %w", err)
+		c.job.events.checkpointFailed(CheckpointFailedInfo{ID: id, Trigger: now, Final: final, Err: failure})
+		c.failLocked(id, now, failure, final)
 		return nil
 	}
 	f := &inflight{id: id, trigger: now, pending: p, final: final, ops: map[string]int{}}
@@ -595,10 +637,14 @@ func (c *coordinator) commit(f *inflight) {
 	stats := f.pending.Stats()
 	// NB: the checkpoint is durable now, and a restore may use it, so it
 	// is reported even if the job stopped meanwhile.
-	c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
+	cs := CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
 		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
-		Final: f.final, Written: f.written.Sub(f.trigger), Subtasks: f.subtasks})
+		Final: f.final, Written: f.written.Sub(f.trigger), Subtasks: f.subtasks}
+	c.job.recordCheckpoint(cs)
 	c.mu.Lock()
+	if f.ended.CompareAndSwap(false, true) {
+		c.job.events.checkpointCompleted(cs)
+	}
 	if c.mu.inflight[f.id] != f {
 		c.mu.Unlock()
 		return
@@ -617,18 +663,31 @@ func (c *coordinator) commit(f *inflight) {
 // final checkpoint, fail the job.
 func (c *coordinator) failed(id uint64, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	f := c.mu.inflight[id]
 	if f == nil {
+		c.mu.Unlock()
 		return
 	}
 	f.timeout.Stop()
 	f.pending.Abort()
 	delete(c.mu.inflight, id)
 	signal(c.poke)
+	if f.ended.CompareAndSwap(false, true) {
+		c.job.events.checkpointFailed(CheckpointFailedInfo{ID: id, Trigger: f.trigger, Final: f.final, Err: err})
+	}
 	c.failLocked(id, f.trigger, err, f.final)
 	for _, t := range c.tasks {
 		t.Abort(id)
+	}
+	c.mu.Unlock()
+	c.logFailed(id, err)
+}
+
+// logFailed logs that checkpoint id failed with err, if err is not nil.
+// NB: outside c.mu, which workers take: the handler is the user's code.
+func (c *coordinator) logFailed(id uint64, err error) {
+	if err != nil {
+		c.job.cfg.Logger.Warn("ringflow: checkpoint failed", "checkpoint", id, "err", err)
 	}
 }
 

@@ -29,6 +29,14 @@
 // starts empty (LastRestore reports it). So an operator's name is its identity across runs:
 // rename it only together with its state.
 //
+// A job reports through what its Config is given, never through the global
+// log package or stderr: every line the engine and the packages under it
+// log goes to Config.Logger, a *slog.Logger, as a record with attributes
+// (checkpoint, operator, subtask, err); and Config.Events, an
+// EventListener, is told of checkpoints triggered, completed, failed and
+// aborted, of restores, task failures, restarts and the end of the job,
+// on a goroutine of its own, in order (see EventListener).
+//
 // See example_test.go for runnable examples, and the package docs of ring,
 // sched, operator, align, snapshot and keygroups for each part's design.
 package ringflow

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,29 +19,77 @@ import (
 	"github.com/ringflow/ringflow/operator"
 )
 
-// logRecorder is a ringflow.Logger that keeps every line.
+// logRecorder is a slog.Handler that keeps every record, with the
+// attributes of the logger it came through.
 type logRecorder struct {
-	mu    sync.Mutex
-	infos []string
-	errs  []string
+	shared *recorded
+	attrs  []slog.Attr
 }
 
-func (l *logRecorder) Infof(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.infos = append(l.infos, fmt.Sprintf(format, args...))
+type recorded struct {
+	mu      sync.Mutex
+	records []logRecord
 }
 
-func (l *logRecorder) Errorf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, fmt.Sprintf(format, args...))
+// logRecord is one record: its level, message and attributes by key.
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]slog.Value
 }
 
+func (r logRecord) String() string {
+	var b strings.Builder
+	b.WriteString(r.msg)
+	for _, k := range slices.Sorted(maps.Keys(r.attrs)) {
+		fmt.Fprintf(&b, " %s=%v", k, r.attrs[k])
+	}
+	return b.String()
+}
+
+func newLogRecorder() *logRecorder { return &logRecorder{shared: &recorded{}} }
+
+// logger returns a logger writing to l.
+func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]slog.Value{}}
+	for _, a := range l.attrs {
+		rec.attrs[a.Key] = a.Value.Resolve()
+	}
+	r.Attrs(func(a slog.Attr) bool { rec.attrs[a.Key] = a.Value.Resolve(); return true })
+	l.shared.mu.Lock()
+	l.shared.records = append(l.shared.records, rec)
+	l.shared.mu.Unlock()
+	return nil
+}
+
+func (l *logRecorder) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &logRecorder{shared: l.shared, attrs: append(slices.Clip(l.attrs), attrs...)}
+}
+
+func (l *logRecorder) WithGroup(string) slog.Handler { return l }
+
+// records returns every record so far.
+func (l *logRecorder) records() []logRecord {
+	l.shared.mu.Lock()
+	defer l.shared.mu.Unlock()
+	return slices.Clone(l.shared.records)
+}
+
+// lines returns the records below level Error and those at it or above,
+// each as its message followed by its attributes (key=value).
 func (l *logRecorder) lines() (infos, errs []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.infos...), append([]string(nil), l.errs...)
+	for _, r := range l.records() {
+		if r.level >= slog.LevelError {
+			errs = append(errs, r.String())
+		} else {
+			infos = append(infos, r.String())
+		}
+	}
+	return infos, errs
 }
 
 // TestSourceOpenErrorNamesOperator checks that a source that cannot open
@@ -89,8 +140,8 @@ func TestSinkOpenErrorNamesOperator(t *testing.T) {
 // line, and that the restarted job still gives every record once.
 func TestRestartLogsStack(t *testing.T) {
 	dir := t.TempDir()
-	logs := &logRecorder{}
-	job := ringflow.NewJob(ringflow.Config{Workers: 2, BatchSize: 100, Logger: logs,
+	logs := newLogRecorder()
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, BatchSize: 100, Logger: logs.logger(),
 		Checkpoint: checkpointed(dir, 2*time.Millisecond), Restart: ringflow.RestartStrategy{Attempts: 1}})
 	const n = 50_000
 	var failed atomic.Bool

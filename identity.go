@@ -165,8 +165,8 @@ func (j *Job) ofThisRun(cp *snapshot.Checkpoint) (*snapshot.Checkpoint, error) {
 	if err := next.save(); err != nil {
 		return nil, err
 	}
-	j.cfg.Logger.Infof("%s finished with checkpoint %d; run %d starts from scratch (RerunFinished)",
-		j.identity, cp.ID(), next.run)
+	j.cfg.Logger.Info("ringflow: the previous run finished; a new run starts from scratch (RerunFinished)",
+		"job", j.identity.String(), "checkpoint", cp.ID(), "run", next.run)
 	j.identity = next
 	return nil, nil
 }

@@ -3,7 +3,7 @@ package ringflow
 import (
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,25 +77,20 @@ type Config struct {
 	// own, or FileSinkOptions.Fresh). By default Run returns an error
 	// wrapping ErrFinished.
 	RerunFinished bool
-	// Logger receives what the job reports besides the error Run returns:
-	// a failure it restarted from (with a panic's stack), what a restore
-	// left out or started empty, checkpoints passed over. Default: the
-	// standard library's log package.
-	Logger Logger
+	// Logger receives every line the job and the packages under it log,
+	// besides the error Run returns: a failure it restarted from (with a
+	// panic's stack), what a restore left out or started empty,
+	// checkpoints passed over, corruption the checkpoint store found, and
+	// Pebble's own lines (at level Debug). Records carry the attributes
+	// checkpoint, operator, subtask and err where they apply. It is
+	// called from any goroutine, never on a worker's hot path. Default:
+	// slog.Default().
+	Logger *slog.Logger
+	// Events, when set, is told of the job's lifecycle: checkpoints
+	// triggered, completed, failed and aborted, restores, task failures,
+	// restarts and the end of the job. See EventListener.
+	Events *EventListener
 }
-
-// Logger receives a job's reports (see Config.Logger); it may be called
-// from any goroutine.
-type Logger interface {
-	Infof(format string, args ...any)
-	Errorf(format string, args ...any)
-}
-
-// stdLogger writes to the standard library's log package.
-type stdLogger struct{}
-
-func (stdLogger) Infof(format string, args ...any)  { log.Printf("ringflow: "+format, args...) }
-func (stdLogger) Errorf(format string, args ...any) { log.Printf("ringflow: "+format, args...) }
 
 func (c Config) withDefaults() Config {
 	if c.Parallelism == 0 {
@@ -117,7 +112,7 @@ func (c Config) withDefaults() Config {
 		c.MaxBatchDelay = time.Millisecond
 	}
 	if c.Logger == nil {
-		c.Logger = stdLogger{}
+		c.Logger = slog.Default()
 	}
 	c.Checkpoint = c.Checkpoint.withDefaults()
 	return c
@@ -224,6 +219,7 @@ type Job struct {
 	metricsMu sync.Mutex
 	byName    map[string]*node
 	restarts  atomic.Int64
+	events    *events       // Config.Events' queue, during Run
 	restored  atomic.Uint64 // checkpoint the latest attempt started from
 	paused    atomic.Bool   // PauseCheckpoints
 

@@ -185,16 +185,16 @@ func (j *Job) matchState(cp *snapshot.Checkpoint, declared []snapshot.StateInfo)
 	if len(mismatch.Changed) > 0 || len(mismatch.Dropped) > 0 && !j.cfg.AllowNonRestoredState {
 		return RestoreReport{}, mismatch
 	}
-	log := j.cfg.Logger
+	log := j.cfg.Logger.With("checkpoint", cp.ID())
 	if !meta.StatesRecorded {
-		log.Infof("restore checkpoint %d: it was written by an older version, which did not record state types: types are not checked",
-			cp.ID())
+		log.Info("ringflow: restored checkpoint was written by an older version, which did not record state types: types are not checked")
 	}
 	for _, r := range mismatch.Dropped {
-		log.Infof("restore checkpoint %d: dropped %s, which the job does not declare (AllowNonRestoredState)", cp.ID(), r)
+		log.Info("ringflow: restore dropped state the job does not declare (AllowNonRestoredState)",
+			"operator", r.Operator, "state", r.State)
 	}
 	for _, r := range mismatch.Added {
-		log.Infof("restore checkpoint %d: %s is new: it starts empty", cp.ID(), r)
+		log.Info("ringflow: restore found new state: it starts empty", "operator", r.Operator, "state", r.State)
 	}
 	return RestoreReport{Checkpoint: cp.ID(), Added: mismatch.Added, Dropped: mismatch.Dropped}, nil
 }

@@ -83,7 +83,7 @@ type countJob struct {
 
 func (c countJob) build(dir string) *ringflow.Job {
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 64,
-		Checkpoint: checkpointed(dir, 5*time.Millisecond), AllowNonRestoredState: c.allow, Logger: &logRecorder{}})
+		Checkpoint: checkpointed(dir, 5*time.Millisecond), AllowNonRestoredState: c.allow, Logger: newLogRecorder().logger()})
 	src := ringflow.Source(job, "src", ringflow.Generate(restoreEvent,
 		ringflow.GenOptions{Count: restoreRecords, Rate: 300_000}), ringflow.Parallelism(1))
 	key := func(e event) uint64 { return e.Key }
@@ -246,7 +246,7 @@ type recWider struct {
 // typedJob counts records per key through a Reduce of R records.
 func typedJob[R any](dir string, mk func(i uint64, n int64) R, count func(R) int64, key func(R) uint64) *ringflow.Job {
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 64,
-		Checkpoint: checkpointed(dir, 5*time.Millisecond), Logger: &logRecorder{}})
+		Checkpoint: checkpointed(dir, 5*time.Millisecond), Logger: newLogRecorder().logger()})
 	src := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) uint64 { return i },
 		ringflow.GenOptions{Count: restoreRecords, Rate: 300_000}), ringflow.Parallelism(1))
 	recs := ringflow.Map(src, "rec", func(i uint64) R { return mk(i, 1) })

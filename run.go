@@ -34,11 +34,23 @@ import (
 // complete checkpoint in place, as often as the restart strategy allows;
 // and a bounded job takes a final checkpoint at the end of its input, so
 // that all its output is committed before Run returns.
+//
+// Run logs through Config.Logger and reports its lifecycle to
+// Config.Events; every callback has returned when Run returns.
 func (j *Job) Run(ctx context.Context) error {
 	if j.ran {
 		return errors.New("ringflow: Run called twice on one job")
 	}
 	j.ran = true
+	start := time.Now()
+	j.events = startEvents(j.cfg.Events)
+	err := j.run(ctx)
+	j.events.jobEnded(JobEndInfo{Err: err, Restarts: int(j.restarts.Load()), Duration: time.Since(start)})
+	j.events.close()
+	return err
+}
+
+func (j *Job) run(ctx context.Context) error {
 	// NB: nothing starts before the whole configuration and graph are
 	// checked, and every problem is reported at once.
 	if err := errors.Join(j.cfg.validate(), j.validate()); err != nil {
@@ -50,7 +62,7 @@ func (j *Job) Run(ctx context.Context) error {
 		opts := ck.storeOptions
 		opts.Retained = ck.Retained
 		if opts.Logger == nil {
-			opts.Logger = storeLogger{j.cfg.Logger}
+			opts.Logger = j.cfg.Logger
 		}
 		s, err := snapshot.Open(ck.StateDir, opts)
 		if err != nil {
@@ -65,7 +77,7 @@ func (j *Job) Run(ctx context.Context) error {
 		j.identity = identity{job: newJobID()}
 	}
 	for attempt := 0; ; attempt++ {
-		err := j.attempt(ctx, store)
+		err := j.attempt(ctx, store, attempt)
 		if err == nil || ctx.Err() != nil || permanent(err) || store == nil ||
 			attempt >= j.cfg.Restart.Attempts {
 			if err != nil && ctx.Err() != nil {
@@ -75,6 +87,7 @@ func (j *Job) Run(ctx context.Context) error {
 		}
 		j.logFailure(err, attempt)
 		j.restarts.Add(1)
+		j.events.restarting(RestartInfo{Attempt: attempt + 1, Delay: j.cfg.Restart.Delay, Err: err})
 		select {
 		case <-time.After(j.cfg.Restart.Delay):
 		case <-ctx.Done():
@@ -83,15 +96,16 @@ func (j *Job) Run(ctx context.Context) error {
 	}
 }
 
-// attempt runs the job once, from the latest complete checkpoint if there
-// is one.
-func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
+// attempt runs the job once (attempt n of this Run, from 0), from the
+// latest complete checkpoint if there is one.
+func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 	p, err := j.plan(store != nil)
 	if err != nil {
 		return err
 	}
 	defer p.close()
 	var cp *snapshot.Checkpoint
+	restoreStart := time.Now()
 	if store != nil {
 		if cp, err = p.latest(store); err != nil {
 			return err
@@ -106,7 +120,8 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		}
 		j.restored.Store(cp.ID())
 		for _, skipped := range cp.Skipped {
-			j.cfg.Logger.Errorf("restore: passed over checkpoint %d: %v", skipped.ID, skipped.Err)
+			j.cfg.Logger.Error("ringflow: restore passed over an unusable checkpoint",
+				"checkpoint", skipped.ID, "err", skipped.Err)
 		}
 	}
 	if err := p.open(); err != nil {
@@ -124,6 +139,11 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 		if err := p.restoreState(cp); err != nil {
 			return err
 		}
+		info := RestoreInfo{Checkpoint: cp.ID(), Attempt: n, Duration: time.Since(restoreStart)}
+		for _, s := range cp.Skipped {
+			info.Skipped = append(info.Skipped, s.ID)
+		}
+		j.events.restored(info)
 	}
 	if store != nil {
 		coord := newCoordinator(j, store, p.tasks, p.workerOf, p.pool.Fail)
@@ -133,7 +153,9 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 			t.Checkpoints.Coord = coord
 		}
 		coord.start()
-		defer coord.stop()
+		// NB: deferred, so that the checkpoints it aborts are reported
+		// after the failure that ended the attempt.
+		defer func() { coord.stop(err) }()
 	}
 	j.statsMu.Lock()
 	j.pool, j.channels = p.pool, p.named
@@ -145,10 +167,25 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store) error {
 	j.workers, j.pool, j.channels = addWorkerStats(j.workers, p.pool), nil, nil
 	j.statsMu.Unlock()
 	closeErr := p.closeTasks()
-	if runErr != nil {
-		return runErr
+	err = runErr
+	if err == nil {
+		err = closeErr
 	}
-	return closeErr
+	if err != nil && ctx.Err() == nil {
+		j.reportTaskFailure(err, n)
+	}
+	return err
+}
+
+// reportTaskFailure posts the TaskFailed event of the failure that ended
+// attempt n.
+func (j *Job) reportTaskFailure(err error, n int) {
+	info := TaskFailureInfo{Attempt: n, Err: err}
+	var oe *operator.Error
+	if errors.As(err, &oe) {
+		info.Operator, info.Subtask = oe.Operator, oe.Subtask
+	}
+	j.events.taskFailed(info)
 }
 
 // physical is a job laid out as tasks and rings.
@@ -183,7 +220,8 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 			}
 		}
 	}
-	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest}
+	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest,
+		Logger: j.cfg.Logger}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
 		opts.BackgroundPatience = sched.PatienceFor(iv)
 	}
@@ -477,25 +515,18 @@ func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
 	return nil
 }
 
-// storeLogger drops the store's informational lines and passes on its
-// errors (corruption found, checkpoints passed over).
-type storeLogger struct{ l Logger }
-
-func (storeLogger) Infof(string, ...any) {}
-
-func (s storeLogger) Errorf(format string, args ...any) {
-	s.l.Errorf("checkpoint store: "+format, args...)
-}
-
 // logFailure reports a failure the job restarts from, with a panic's
 // stack, which the error's message leaves out.
 func (j *Job) logFailure(err error, attempt int) {
+	attrs := []any{"attempt", attempt + 1, "err", err}
 	var oe *operator.Error
-	if errors.As(err, &oe) && oe.Stack != nil {
-		j.cfg.Logger.Errorf("attempt %d failed: %v\n%s", attempt+1, err, oe.Stack)
-		return
+	if errors.As(err, &oe) {
+		attrs = append(attrs, "operator", oe.Operator, "subtask", oe.Subtask)
+		if oe.Stack != nil {
+			attrs = append(attrs, "stack", string(oe.Stack))
+		}
 	}
-	j.cfg.Logger.Errorf("attempt %d failed: %v", attempt+1, err)
+	j.cfg.Logger.Error("ringflow: attempt failed; the job restarts from its latest checkpoint", attrs...)
 }
 
 // restoreChannels hands a task the in-flight data that unaligned snapshots

@@ -16,7 +16,7 @@ import (
 // sinkJob counts records per key into a file sink: "key:count" lines. Its
 // keys differ with offset, so that two jobs' outputs can be told apart.
 func sinkJob(stateDir string, out func() ringflow.TwoPhaseSink[string], offset uint64, rerun bool) *ringflow.Job {
-	cfg := ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 64, RerunFinished: rerun, Logger: &logRecorder{}}
+	cfg := ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 64, RerunFinished: rerun, Logger: newLogRecorder().logger()}
 	if stateDir != "" {
 		cfg.Checkpoint = ringflow.CheckpointConfig{Interval: 5 * time.Millisecond, StateDir: stateDir}
 	}

@@ -190,7 +190,8 @@
 // racing with the announcement either is seen by the re-check or rings the
 // doorbell. A sleep still lasts at most maxPark (20ms), a safety net against
 // a lost wake-up nobody foresaw; RINGFLOW_DEBUG_STALL=<duration> makes a
-// worker that stays idle that long describe its tasks on stderr.
+// worker that stays idle that long describe its tasks through
+// Options.Logger.
 //
 // # Background work
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,9 @@ type Options struct {
 	// NoRest keeps every worker on its own tasks whatever the load (see
 	// the package doc, "Resting").
 	NoRest bool
+	// Logger receives the pool's reports (the stall report of
+	// RINGFLOW_DEBUG_STALL); slog.Default() when nil.
+	Logger *slog.Logger
 }
 
 // Pool is a set of workers running a fixed set of tasks.
@@ -87,6 +91,7 @@ type Pool struct {
 	rest    restControl // worker 0's
 	off     offloader   // the pool's own thread for background work
 	alarm   atomic.Pointer[alarm]
+	logger  *slog.Logger
 	// patience is Options.BackgroundPatience, defaulted.
 	patience time.Duration
 
@@ -109,7 +114,11 @@ func New(opts Options) (*Pool, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("sched: %d workers: need at least 1", n)
 	}
-	p := &Pool{spin: n <= len(cpus), noSteal: opts.NoSteal, patience: max(opts.BackgroundPatience, 0)}
+	p := &Pool{spin: n <= len(cpus), noSteal: opts.NoSteal, patience: max(opts.BackgroundPatience, 0),
+		logger: opts.Logger}
+	if p.logger == nil {
+		p.logger = slog.Default()
+	}
 	p.off.pool, p.off.bell = p, make(chan struct{}, 1)
 	p.off.exited.L = &p.off.mu.Mutex
 	p.rest.off = opts.NoRest || n == 1

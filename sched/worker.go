@@ -455,7 +455,7 @@ func (w *Worker) park() {
 		if debugStall > 0 && time.Duration(w.timeouts)*maxPark >= debugStall {
 			w.timeouts = 0
 			for _, t := range tasks {
-				fmt.Fprintf(os.Stderr, "sched: worker %d idle %v: %v\n", w.id, debugStall, t)
+				w.pool.logger.Info("sched: worker idle", "worker", w.id, "idle", debugStall, "task", fmt.Sprint(t))
 			}
 		}
 	}
@@ -473,5 +473,5 @@ func (w *Worker) lockTasks() {
 }
 
 // debugStall, set from RINGFLOW_DEBUG_STALL (a duration), makes a worker
-// that sleeps that long describe its tasks on stderr.
+// that sleeps that long describe its tasks through Options.Logger.
 var debugStall, _ = time.ParseDuration(os.Getenv("RINGFLOW_DEBUG_STALL"))

@@ -36,7 +36,7 @@ func BenchmarkCommit(b *testing.B) {
 		{"delta-1pct", 0, deltas},
 	} {
 		b.Run(fmt.Sprintf("%s/kgs=%d/size=%d", tc.name, kgs, size), func(b *testing.B) {
-			s, err := Open(b.TempDir(), Options{Logger: newTestLogger(b)})
+			s, err := Open(b.TempDir(), Options{Logger: newTestLogger(b).slog()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func BenchmarkLatest(b *testing.B) {
 	for kg := range data {
 		data[kg] = blob(kg, 1, size)
 	}
-	s, err := Open("bench", Options{FS: vfs.NewMem(), Logger: newTestLogger(b)})
+	s, err := Open("bench", Options{FS: vfs.NewMem(), Logger: newTestLogger(b).slog()})
 	if err != nil {
 		b.Fatal(err)
 	}

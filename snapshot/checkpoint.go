@@ -45,7 +45,7 @@ type ChannelState struct {
 }
 
 // Latest returns the newest complete checkpoint whose manifest and blobs
-// verify. A newer checkpoint that fails is reported (through the Logger,
+// verify. A newer checkpoint that fails is reported (through Options.Logger,
 // and in the result's Skipped) and Latest falls back to the one before.
 // With no usable checkpoint the error wraps ErrNoCheckpoint, and every
 // failure found.
@@ -75,8 +75,8 @@ func (s *Store) Latest() (*Checkpoint, error) {
 		if err == nil {
 			c.Skipped = newerThan(skipped, c.id)
 			if len(c.Skipped) > 0 {
-				s.logger.Errorf("snapshot: restoring checkpoint %d; newer checkpoints were unusable: %s",
-					c.id, describe(c.Skipped))
+				s.logger.Error("snapshot: restoring an older checkpoint; newer checkpoints were unusable",
+					"checkpoint", c.id, "skipped", describe(c.Skipped))
 			}
 			return c, nil
 		}
@@ -116,7 +116,7 @@ func (s *Store) Checkpoint(id uint64) (*Checkpoint, error) {
 func (s *Store) verify(snap *pebble.Snapshot, r *record) (*Checkpoint, *CheckpointError) {
 	c, err := read(snap, r.m.id)
 	if err != nil {
-		s.logger.Errorf("%v; checkpoint %d is unusable, restore falls back to an older one", err, err.ID)
+		s.logger.Error("snapshot: checkpoint unusable; restore falls back to an older one", "checkpoint", err.ID, "err", err)
 		s.mu.Lock()
 		r.bad = true
 		s.mu.Unlock()

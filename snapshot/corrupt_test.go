@@ -92,7 +92,7 @@ func TestCorruptionFallsBack(t *testing.T) {
 				t.Fatalf("Skipped = %v, want checkpoint 3 with %q", c.Skipped, tc.want)
 			}
 			if len(lg.errorsContaining("checkpoint 3", "falls back")) == 0 ||
-				len(lg.errorsContaining("restoring checkpoint 2")) == 0 {
+				len(lg.errorsContaining("restoring an older checkpoint", "checkpoint=2")) == 0 {
 				t.Fatal("the fallback was not logged")
 			}
 			if ids := s.Checkpoints(); !slices.Equal(ids, []uint64{1, 2}) {

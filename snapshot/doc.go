@@ -198,8 +198,9 @@
 // re-reads the manifest, decodes and validates it, then reads every entry
 // and checks its length and xxhash64 against the manifest. The first
 // checkpoint that passes is returned; each newer one that failed is
-// reported with Logger.Errorf, naming the checkpoint and the entry and what
-// was wrong, and listed in Checkpoint.Skipped. A checkpoint that failed is
+// logged at level Error through Options.Logger, with the checkpoint and
+// an error naming the entry and what was wrong, and listed in
+// Checkpoint.Skipped. A checkpoint that failed is
 // marked bad: it is no longer offered by Checkpoints, cannot be reused
 // from, and retention drops it at the next commit. If none passes, the
 // error wraps ErrNoCheckpoint and names every failure.

@@ -214,7 +214,7 @@ func TestDiskFull(t *testing.T) {
 		return nil
 	})
 	s, err := Open(testDir, Options{
-		FS: errorfs.Wrap(mem, inj), Retained: 2, Logger: newTestLogger(t),
+		FS: errorfs.Wrap(mem, inj), Retained: 2, Logger: newTestLogger(t).slog(),
 		testPebbleOptions: func(o *pebble.Options) { o.DisableAutomaticCompactions = true },
 	})
 	if err != nil {

@@ -39,7 +39,7 @@ func (s *Store) load() error {
 		// NB: the sweep only reclaims space, and a corrupt block must not
 		// make the store unopenable: the checkpoints it breaks are found
 		// and skipped by Latest.
-		s.logger.Errorf("%v; unreferenced blobs stay until the next Open", err)
+		s.logger.Error("snapshot: sweep failed; unreferenced blobs stay until the next Open", "err", err)
 	}
 	s.collectGarbage()
 	s.makeBlobFile()
@@ -63,7 +63,8 @@ func (s *Store) scanManifests() ([]*manifest, error) {
 			return
 		}
 		ce := &CheckpointError{ID: id, Entry: "manifest", Err: err}
-		s.logger.Errorf("%v; quarantining it, restore will use an older checkpoint", ce)
+		s.logger.Error("snapshot: quarantining a corrupt manifest; restore will use an older checkpoint",
+			"checkpoint", id, "err", ce)
 		corrupt = append(corrupt, ce)
 		quarantine = append(quarantine,
 			sstKV{key: idKey(prefixManifest, id), delete: true},
@@ -94,7 +95,7 @@ func (s *Store) sweepBlobs(live map[string]bool) error {
 		return fmt.Errorf("snapshot: sweep blobs: %w", err)
 	}
 	if len(dead) > 0 {
-		s.logger.Infof("snapshot: sweep found %d unreferenced blobs", len(dead))
+		s.logger.Info("snapshot: sweep found unreferenced blobs", "blobs", len(dead))
 	}
 	s.mu.Lock()
 	s.mu.garbage = append(s.mu.garbage, dead...)
@@ -227,7 +228,7 @@ func (s *Store) collectGarbage() {
 		return // the next Open's sweep finds the same keys
 	}
 	if err != nil {
-		s.logger.Errorf("snapshot: deleting %d unreferenced keys failed, will retry: %v", len(garbage), err)
+		s.logger.Error("snapshot: deleting unreferenced keys failed; will retry", "keys", len(garbage), "err", err)
 		s.mu.garbage = append(s.mu.garbage, garbage...)
 		return
 	}

@@ -2,8 +2,11 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,26 +19,54 @@ import (
 
 var seeds = testseed.Flag("snapshot.seed", "SNAPSHOT_SEED")
 
-// testLogger records every line and forwards it to the test log.
+// testLogger is a slog.Handler that forwards every record to the test log
+// and keeps those at level Error, each as its message followed by its
+// attributes (key=value).
 type testLogger struct {
 	t  testing.TB
-	mu struct {
+	mu *struct {
 		sync.Mutex
 		errors []string
 	}
+	attrs []slog.Attr
 }
 
-func newTestLogger(t testing.TB) *testLogger { return &testLogger{t: t} }
-
-func (l *testLogger) Infof(format string, args ...any) { l.t.Logf("INFO "+format, args...) }
-
-func (l *testLogger) Errorf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	l.t.Logf("ERROR %s", msg)
-	l.mu.Lock()
-	l.mu.errors = append(l.mu.errors, msg)
-	l.mu.Unlock()
+func newTestLogger(t testing.TB) *testLogger {
+	return &testLogger{t: t, mu: &struct {
+		sync.Mutex
+		errors []string
+	}{}}
 }
+
+// slog returns a logger writing to l.
+func (l *testLogger) slog() *slog.Logger { return slog.New(l) }
+
+func (l *testLogger) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *testLogger) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	add := func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true }
+	for _, a := range l.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	l.t.Logf("%s %s", r.Level, b.String())
+	if r.Level >= slog.LevelError {
+		l.mu.Lock()
+		l.mu.errors = append(l.mu.errors, b.String())
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+func (l *testLogger) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *l
+	c.attrs = append(slices.Clip(l.attrs), attrs...)
+	return &c
+}
+
+func (l *testLogger) WithGroup(string) slog.Handler { return l }
 
 // errorsContaining returns the logged error lines containing every part.
 func (l *testLogger) errorsContaining(parts ...string) []string {
@@ -59,7 +90,7 @@ const testDir = "state"
 func openTest(t testing.TB, fs vfs.FS, retained int) (*Store, *testLogger) {
 	t.Helper()
 	lg := newTestLogger(t)
-	s, err := Open(testDir, Options{FS: fs, Retained: retained, Logger: lg})
+	s, err := Open(testDir, Options{FS: fs, Retained: retained, Logger: lg.slog()})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -19,7 +19,7 @@ func BenchmarkSteadyFull(b *testing.B) {
 		data[kg] = blob(kg, 1, size)
 	}
 	b.Run(fmt.Sprintf("kgs=%d/size=%d", kgs, size), func(b *testing.B) {
-		s, err := Open(b.TempDir(), Options{Logger: newTestLogger(b)})
+		s, err := Open(b.TempDir(), Options{Logger: newTestLogger(b).slog()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"sort"
 	"sync"
@@ -41,13 +41,6 @@ var (
 // (Flink's state.checkpoints.num-retained is 1; the issue asks for 3).
 const DefaultRetained = 3
 
-// Logger receives the store's reports. Corruption and fallback are reported
-// with Errorf, naming the checkpoint and what was wrong.
-type Logger interface {
-	Infof(format string, args ...any)
-	Errorf(format string, args ...any)
-}
-
 // Options configure a Store. The zero value is usable.
 type Options struct {
 	// FS is the filesystem under the state dir; vfs.Default when nil. Tests
@@ -56,8 +49,11 @@ type Options struct {
 	// Retained is how many complete checkpoints to keep; DefaultRetained
 	// when zero. Negative values are rejected.
 	Retained int
-	// Logger receives reports; a logger writing to stderr when nil.
-	Logger Logger
+	// Logger receives the store's reports and Pebble's (those with the
+	// attribute source=pebble; its informational lines at level Debug);
+	// slog.Default() when nil. Corruption and fallback are logged at
+	// level Error with the attributes checkpoint and err.
+	Logger *slog.Logger
 
 	// testPebbleOptions, when set by a test, adjusts Pebble's options
 	// before Open (e.g. to turn off background compactions).
@@ -88,7 +84,7 @@ type Store struct {
 	fs         vfs.FS
 	stagingDir string
 	retained   int
-	logger     Logger
+	logger     *slog.Logger
 	popts      *pebble.Options
 	stagingSeq atomic.Uint64
 	// chunks feeds the arenas of pending checkpoints.
@@ -175,7 +171,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.retained = DefaultRetained
 	}
 	if s.logger == nil {
-		s.logger = stderrLogger{log.New(os.Stderr, "", log.LstdFlags)}
+		s.logger = slog.Default()
 	}
 	s.mu.pending = make(map[uint64]*Pending)
 	s.mu.refs = make(map[string]int)
@@ -201,7 +197,7 @@ func (s *Store) openPebble(dir string, adjust func(*pebble.Options)) error {
 		// The store instead reports it and lets the read fail, so that
 		// restore falls back to an older checkpoint.
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			s.logger.Errorf("snapshot: pebble found corruption in %s: %v", info.Path, info.Details)
+			s.logger.Error("snapshot: pebble found corruption", "path", info.Path, "err", info.Details)
 		},
 	}
 	// NB: blobs are compact varint encodings of state that changes between
@@ -477,7 +473,7 @@ func (s *Store) makeBlobFile() {
 	}
 	f, err := s.createStaging(blobFileName)
 	if err != nil {
-		s.logger.Errorf("snapshot: staging file for the next checkpoint: %v; Begin will try again", err)
+		s.logger.Error("snapshot: staging file for the next checkpoint failed; Begin will try again", "err", err)
 		return
 	}
 	s.putBlobFile(f)
@@ -520,7 +516,7 @@ func (s *Store) syncStaged(path string) error {
 // removeStaged removes a staged table, if it is there.
 func (s *Store) removeStaged(path string) {
 	if err := s.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.logger.Errorf("snapshot: remove staging file %s: %v", path, err)
+		s.logger.Error("snapshot: remove staging file failed", "path", path, "err", err)
 	}
 }
 
@@ -622,16 +618,18 @@ func syncDir(fs vfs.FS, dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-type stderrLogger struct{ l *log.Logger }
+// pebbleLogger routes Pebble's printf-style logging to the store's Logger,
+// one record per line, with the attribute source=pebble. Pebble's
+// informational lines describe its internals: they go out at level Debug.
+type pebbleLogger struct{ l *slog.Logger }
 
-func (l stderrLogger) Infof(format string, args ...any)  { l.l.Printf(format, args...) }
-func (l stderrLogger) Errorf(format string, args ...any) { l.l.Printf(format, args...) }
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: "+fmt.Sprintf(format, args...), "source", "pebble")
+}
 
-// pebbleLogger routes Pebble's logging to the store's Logger.
-type pebbleLogger struct{ l Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any)  { p.l.Infof("pebble: "+format, args...) }
-func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf("pebble: "+format, args...) }
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: "+fmt.Sprintf(format, args...), "source", "pebble")
+}
 
 // Fatalf is called by Pebble when a WAL or MANIFEST write or sync failed.
 // Pebble cannot continue after that (a failed fsync leaves the page cache
@@ -640,6 +638,6 @@ func (p pebbleLogger) Errorf(format string, args ...any) { p.l.Errorf("pebble: "
 // exits; a panic at least says why and can be seen by a supervisor.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	p.l.Errorf("pebble: fatal: %s", msg)
+	p.l.Error("pebble: fatal: "+msg, "source", "pebble")
 	panic(fmt.Errorf("snapshot: pebble fatal error, the store must be reopened after a restart: %s", msg))
 }

@@ -295,7 +295,7 @@ func TestAbortReleases(t *testing.T) {
 func TestReopen(t *testing.T) {
 	dir := t.TempDir()
 	lg := newTestLogger(t)
-	s, err := Open(dir, Options{Logger: lg})
+	s, err := Open(dir, Options{Logger: lg.slog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestReopen(t *testing.T) {
 	if err := p.Commit(testMeta()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Commit after Close: %v, want ErrClosed", err)
 	}
-	s, err = Open(dir, Options{Logger: lg})
+	s, err = Open(dir, Options{Logger: lg.slog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +671,7 @@ func TestLatestDuringCommits(t *testing.T) {
 // (Pebble's lock) without disturbing the first.
 func TestSecondOpenFails(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{Logger: newTestLogger(t)})
+	s, err := Open(dir, Options{Logger: newTestLogger(t).slog()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -680,7 +680,7 @@ func TestSecondOpenFails(t *testing.T) {
 	if err := p.PutKeyGroup("count", 0, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if s2, err := Open(dir, Options{Logger: newTestLogger(t)}); err == nil {
+	if s2, err := Open(dir, Options{Logger: newTestLogger(t).slog()}); err == nil {
 		s2.Close()
 		t.Fatal("second Open on the same dir succeeded")
 	}

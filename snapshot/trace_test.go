@@ -79,7 +79,7 @@ func TestCommitTrace(t *testing.T) {
 	s, err := Open(testDir, Options{
 		FS:       errorfs.Wrap(vfs.NewMem(), rec),
 		Retained: 1,
-		Logger:   newTestLogger(t),
+		Logger:   newTestLogger(t).slog(),
 		// Background compactions would interleave their own writes at
 		// times of their choosing.
 		testPebbleOptions: func(o *pebble.Options) { o.DisableAutomaticCompactions = true },
