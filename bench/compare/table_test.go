@@ -2,9 +2,10 @@ package compare
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"text/tabwriter"
+
+	"github.com/ringflow/ringflow/internal/tabletest"
 )
 
 // TestTablesHaveEqualColumns: in the comparison table and the stall
@@ -27,28 +28,6 @@ func TestTablesHaveEqualColumns(t *testing.T) {
 		if err := write(&b); err != nil {
 			t.Fatal(err)
 		}
-		checkColumns(t, name, b.String())
-	}
-}
-
-// checkColumns fails t unless every line of out that has cells has as many
-// as the first such line (the header).
-func checkColumns(t *testing.T, name, out string) {
-	t.Helper()
-	header, rows := -1, 0
-	for _, line := range strings.Split(out, "\n") {
-		n := strings.Count(line, "|")
-		switch {
-		case n == 0:
-		case header < 0:
-			header = n
-		case n != header:
-			t.Errorf("%s: row %q has %d cells, the header %d:\n%s", name, line, n, header, out)
-		default:
-			rows++
-		}
-	}
-	if header < 0 || rows == 0 {
-		t.Errorf("%s: no header and rows:\n%s", name, out)
+		tabletest.CheckColumns(t, name, b.String())
 	}
 }

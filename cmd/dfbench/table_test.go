@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"text/tabwriter"
+
+	"github.com/ringflow/ringflow/internal/tabletest"
 )
 
 // TestTablesHaveEqualColumns: in every table dfbench prints, every row has
@@ -30,29 +31,6 @@ func TestTablesHaveEqualColumns(t *testing.T) {
 		if code := dfbench(args, &stdout, &stderr); code != 0 {
 			t.Fatalf("%s: exit %d: %s", name, code, stderr.String())
 		}
-		checkColumns(t, name, stdout.String())
-	}
-}
-
-// checkColumns fails t unless every line of a block of out's lines with
-// cells has as many as the block's first (its header).
-func checkColumns(t *testing.T, name, out string) {
-	t.Helper()
-	header, rows := -1, 0
-	for _, line := range strings.Split(out, "\n") {
-		n := strings.Count(line, "|")
-		switch {
-		case n == 0:
-			header = -1 // a line without cells ends a table
-		case header < 0:
-			header = n
-		case n != header:
-			t.Errorf("%s: row %q has %d cells, its header %d:\n%s", name, line, n, header, out)
-		default:
-			rows++
-		}
-	}
-	if rows == 0 {
-		t.Errorf("%s: no table with rows:\n%s", name, out)
+		tabletest.CheckColumns(t, name, stdout.String())
 	}
 }
