@@ -23,8 +23,11 @@ type CheckpointStats struct {
 	Duration     time.Duration // trigger to completion (or failure)
 	BytesWritten uint64
 	BytesReused  uint64 // referenced from earlier checkpoints instead of written
-	Status       string // "completed", or "failed: <why>"
-	Final        bool   // taken at the end of input
+	// Status is "completed", "failed: <why>", or "aborted: <why>" for a
+	// checkpoint still in flight when its attempt ended (a task failed,
+	// or the job stopped).
+	Status string
+	Final  bool // taken at the end of input
 	// Written is the time from the trigger until every subtask's part was
 	// written; the rest of Duration is the commit (Prepare, then the sync
 	// that makes the checkpoint durable).
@@ -48,6 +51,85 @@ type SubtaskCheckpointStats struct {
 	// WaitedOn is the input channel whose barrier came last (the one the
 	// subtask waited for longest); -1 for sources.
 	WaitedOn int
+	// The subtask's timeline, as offsets from the trigger: Snapshot is
+	// when the synchronous part began (alignment ended), Forwarded when
+	// the barrier left for the subtask's outputs (0 for a sink), Acked
+	// when the part was written and acknowledged.
+	Snapshot, Forwarded, Acked time.Duration
+	// Inputs are the subtask's input channels, by index (as WaitedOn);
+	// none for sources.
+	Inputs []ChannelBarrierStats
+}
+
+// ChannelBarrierStats describe a checkpoint's barrier in one input channel
+// of a subtask, as offsets from the trigger.
+type ChannelBarrierStats struct {
+	// From and FromSubtask name the upstream subtask by the head
+	// operator of its chain, as SubtaskCheckpointStats do.
+	From        string
+	FromSubtask int
+	// Arrived is when the subtask first saw the barrier: read, or found
+	// ahead of its read position by an unaligned checkpoint. Done is when
+	// the channel was done with the checkpoint: the barrier read (an
+	// aligned channel is then blocked until the snapshot) or, for a channel
+	// an unaligned snapshot recorded, reached by the recording. Both are
+	// -1 when the channel ended before its barrier came.
+	Arrived, Done time.Duration
+	// InflightBytes is the channel's in-flight data the checkpoint
+	// persisted (unaligned only).
+	InflightBytes uint64
+}
+
+// Unaligned reports whether any subtask took its snapshot unaligned.
+func (s CheckpointStats) Unaligned() bool {
+	for _, st := range s.Subtasks {
+		if st.Unaligned {
+			return true
+		}
+	}
+	return false
+}
+
+// PathStep is one subtask on a checkpoint's critical path and the input
+// channel it waited on (-1 at a source).
+type PathStep struct {
+	Operator string
+	Subtask  int
+	Channel  int
+}
+
+// CriticalPath returns the chain of waits that decided when the
+// checkpoint's parts were all written: from the subtask acknowledged last
+// back along the channel each subtask's barrier came last on (WaitedOn) to
+// a source, listed from the source. It is empty when the checkpoint has no
+// subtask statistics (one that failed).
+func (s CheckpointStats) CriticalPath() []PathStep {
+	type key struct {
+		op  string
+		sub int
+	}
+	byKey := make(map[key]*SubtaskCheckpointStats, len(s.Subtasks))
+	var last *SubtaskCheckpointStats
+	for i := range s.Subtasks {
+		st := &s.Subtasks[i]
+		byKey[key{st.Operator, st.Subtask}] = st
+		if last == nil || st.Acked > last.Acked {
+			last = st
+		}
+	}
+	var path []PathStep
+	for st := last; st != nil && len(path) <= len(s.Subtasks); {
+		step := PathStep{Operator: st.Operator, Subtask: st.Subtask, Channel: -1}
+		var next *SubtaskCheckpointStats
+		if c := st.WaitedOn; c >= 0 && c < len(st.Inputs) {
+			step.Channel = c
+			next = byKey[key{st.Inputs[c].From, st.Inputs[c].FromSubtask}]
+		}
+		path = append(path, step)
+		st = next
+	}
+	slices.Reverse(path)
+	return path
 }
 
 // Checkpoints returns the statistics of every checkpoint the job has
@@ -195,6 +277,8 @@ func (c *coordinator) stop(cause error) {
 	slices.SortFunc(aborted, func(a, b *inflight) int { return cmp.Compare(a.id, b.id) })
 	for _, f := range aborted {
 		if f.ended.CompareAndSwap(false, true) {
+			c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: time.Since(f.trigger),
+				Status: "aborted: " + cause.Error(), Final: f.final})
 			c.job.events.checkpointFailed(CheckpointFailedInfo{ID: f.id, Trigger: f.trigger, Final: f.final,
 				Aborted: true, Err: cause})
 		}
@@ -516,7 +600,31 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		st.Alignment = r.Align.Alignment()
 		st.WaitedOn = r.Align.WaitedOn
 	}
+	c.timeline(&st, w.task, r)
 	c.ack(f, st, sw.ops, p)
+}
+
+// timeline fills in st's timeline from task t's report r.
+func (c *coordinator) timeline(st *SubtaskCheckpointStats, t *operator.Task, r *operator.SnapshotReport) {
+	since := func(ns int64) time.Duration {
+		if ns == 0 {
+			return -1
+		}
+		return time.Duration(ns - r.TriggerTime.UnixNano())
+	}
+	st.Snapshot = r.SnapshotTime.Sub(r.TriggerTime)
+	if !r.ForwardTime.IsZero() {
+		st.Forwarded = r.ForwardTime.Sub(r.TriggerTime)
+	}
+	if len(r.Seen) != len(t.Inputs) || len(r.Done) != len(t.Inputs) {
+		return
+	}
+	st.Inputs = make([]ChannelBarrierStats, len(t.Inputs))
+	for i, ch := range t.Inputs {
+		st.Inputs[i] = ChannelBarrierStats{From: ch.From, FromSubtask: ch.Upstream,
+			Arrived: since(r.Seen[i]), Done: since(r.Done[i]),
+			InflightBytes: uint64(len(r.Channels[operator.InputKey(ch.Edge, ch.Upstream)]))}
+	}
 }
 
 // outputChannelBase numbers the channel state of a task's output rings
@@ -573,6 +681,7 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 		return
 	}
 	f.acks++
+	st.Acked = time.Since(f.trigger)
 	f.subtasks = append(f.subtasks, st)
 	for op := range ops {
 		f.ops[op] = c.job.parallelismOf(op)

@@ -114,14 +114,28 @@ func TestEventOrder(t *testing.T) {
 	if ended.Err != nil || ended.Restarts != 1 || ended.Duration <= 0 {
 		t.Errorf("JobEnded %+v, want no error and 1 restart", ended)
 	}
-	var want []uint64
+	var want, aborted []uint64
 	for _, c := range job.Checkpoints() {
-		if c.Status == "completed" {
+		switch {
+		case c.Status == "completed":
 			want = append(want, c.ID)
+		case strings.HasPrefix(c.Status, "aborted"):
+			aborted = append(aborted, c.ID)
 		}
 	}
 	if !slices.Equal(statsHeard, want) {
 		t.Errorf("CheckpointCompleted heard %v, Job.Checkpoints lists %v completed", statsHeard, want)
+	}
+	var heardAborted []uint64
+	for _, line := range log {
+		var id uint64
+		if _, err := fmt.Sscanf(line, "aborted %d", &id); err == nil {
+			heardAborted = append(heardAborted, id)
+		}
+	}
+	if !slices.Equal(heardAborted, aborted) || job.Metrics().CheckpointsAborted != len(aborted) {
+		t.Errorf("aborted: heard %v, Job.Checkpoints lists %v, Metrics counts %d",
+			heardAborted, aborted, job.Metrics().CheckpointsAborted)
 	}
 }
 

@@ -452,6 +452,11 @@ func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*no
 	for port, srcs := range ports {
 		for _, s := range srcs {
 			e := &edge{from: s.node, to: n, port: port, part: s.part, keyHash: s.keyHash}
+			if e.part == operator.Forward && e.from.parallelism != n.parallelism {
+				// A forward edge between different parallelisms cannot
+				// pair subtasks: it rebalances, as in Flink.
+				e.part = operator.Rebalance
+			}
 			s.node.outputs = append(s.node.outputs, e)
 			n.inputs = append(n.inputs, e)
 		}

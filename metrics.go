@@ -15,7 +15,7 @@ type Metrics struct {
 	// order of the job's operators, then by subtask.
 	Subtasks []SubtaskMetrics
 	// Checkpoints counts the job's checkpoints by outcome.
-	CheckpointsCompleted, CheckpointsFailed int
+	CheckpointsCompleted, CheckpointsFailed, CheckpointsAborted int
 	// Restarts counts the restarts after a failure.
 	Restarts int
 	// Workers are the worker threads' scheduler counters (Job.WorkerStats).
@@ -100,6 +100,8 @@ func (j *Job) Metrics() Metrics {
 			m.CheckpointsCompleted++
 		} else if strings.HasPrefix(c.Status, "failed") {
 			m.CheckpointsFailed++
+		} else if strings.HasPrefix(c.Status, "aborted") {
+			m.CheckpointsAborted++
 		}
 	}
 	m.Restarts = j.Restarts()

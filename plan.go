@@ -103,9 +103,8 @@ func (j *Job) chains() []*chain {
 	of := make(map[*node]*chain)
 	for _, n := range j.nodes { // creation order is a topological order
 		if len(n.inputs) == 1 {
-			e := n.inputs[0]
-			up := e.from
-			if e.part == operator.Forward && up.parallelism == n.parallelism && len(up.outputs) == 1 && n.ports == 1 {
+			if e := n.inputs[0]; e.chained() {
+				up := e.from
 				c := of[up]
 				c.nodes = append(c.nodes, n)
 				of[n] = c
@@ -116,16 +115,15 @@ func (j *Job) chains() []*chain {
 		of[n] = c
 		out = append(out, c)
 	}
-	// A forward edge between different parallelisms cannot pair subtasks:
-	// it rebalances, as in Flink.
-	for _, n := range j.nodes {
-		for _, e := range n.inputs {
-			if e.part == operator.Forward && e.from.parallelism != n.parallelism {
-				e.part = operator.Rebalance
-			}
-		}
-	}
 	return out
+}
+
+// chained reports whether e joins two operators of one chain: a forward
+// edge of equal parallelism, the only output of its upstream node and the
+// only input of its downstream one.
+func (e *edge) chained() bool {
+	return e.part == operator.Forward && e.from.parallelism == e.to.parallelism && len(e.from.outputs) == 1 &&
+		len(e.to.inputs) == 1 && e.to.ports == 1
 }
 
 // targets lists the downstream subtasks that upstream subtask u reaches

@@ -199,6 +199,8 @@ type physical struct {
 	opened int
 	// workerOf is the worker that runs each task.
 	workerOf map[*operator.Task]*sched.Worker
+	// heads maps each node to the head of its chain, which names its task.
+	heads map[*node]*node
 }
 
 type ringKey struct {
@@ -229,7 +231,12 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &physical{job: j, pool: pool, workerOf: map[*operator.Task]*sched.Worker{}}
+	p := &physical{job: j, pool: pool, workerOf: map[*operator.Task]*sched.Worker{}, heads: map[*node]*node{}}
+	for _, c := range chains {
+		for _, n := range c.nodes {
+			p.heads[n] = c.head()
+		}
+	}
 	rings, err := p.makeRings(chains)
 	if err != nil {
 		p.close()
@@ -400,6 +407,7 @@ func (p *physical) channels(n *node, i int, inputs []any, rings map[ringKey]*rin
 			}
 			ch := mk(r.Reader())
 			ch.Index, ch.Edge, ch.Upstream = len(chans), ei, u
+			ch.From = p.heads[e.from].name
 			chans = append(chans, ch)
 		}
 	}

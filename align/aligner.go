@@ -47,6 +47,11 @@ type checkpoint struct {
 	aligned   int
 	unaligned bool // switched: snapshot taken, recording channel state
 	stats     Stats
+	// seen and doneAt are, by channel, when its barrier was first seen
+	// (read or peeked) and when the channel was done with the checkpoint
+	// (the barrier read, or found ahead of a recording), in the runtime's
+	// nanoseconds; 0 before.
+	seen, doneAt []int64
 }
 
 // New returns an Aligner for cfg, or an error wrapping ErrInvalidConfig
@@ -61,7 +66,7 @@ func New(cfg Config) (*Aligner, error) {
 		out:   make([]Action, 0, 8),
 	}
 	for i := 0; i < cfg.maxConcurrent(); i++ {
-		a.free = append(a.free, &checkpoint{})
+		a.free = append(a.free, &checkpoint{seen: make([]int64, cfg.Channels), doneAt: make([]int64, cfg.Channels)})
 	}
 	a.pending = make([]*checkpoint, 0, cfg.maxConcurrent())
 	return a, nil
@@ -196,6 +201,10 @@ func (a *Aligner) onBarrier(c int, b Barrier) {
 	if !cp.unaligned && cp.read.IsEmpty() {
 		cp.stats.AlignStartNs = a.nowNs
 	}
+	cp.saw(c, a.nowNs)
+	if cp.doneAt[c] == 0 {
+		cp.doneAt[c] = a.nowNs
+	}
 	cp.read.Add(uint32(c))
 	cp.aligned++
 	switch {
@@ -232,6 +241,7 @@ func (a *Aligner) onPeek(c int, b Barrier) {
 	if cp == nil {
 		return
 	}
+	cp.saw(c, a.nowNs)
 	switch {
 	case cp.unaligned:
 		a.stopRecording(cp, c)
@@ -311,6 +321,8 @@ func (a *Aligner) start(b Barrier) *checkpoint {
 	cp.Barrier = b
 	cp.aligned = a.ended
 	cp.unaligned = false
+	clear(cp.seen)
+	clear(cp.doneAt)
 	cp.stats = Stats{
 		ID:             b.ID,
 		TriggerNs:      b.TriggerNs,
@@ -320,6 +332,36 @@ func (a *Aligner) start(b Barrier) *checkpoint {
 	a.pending = append(a.pending, cp)
 	a.maxID = b.ID
 	return cp
+}
+
+// saw notes that channel c's barrier of cp was seen at nowNs, if it is the
+// first time.
+func (cp *checkpoint) saw(c int, nowNs int64) {
+	if cp.seen[c] == 0 {
+		cp.seen[c] = nowNs
+	}
+}
+
+// ChannelTimes returns, by input channel, when its barrier of checkpoint id
+// was first seen (read, or found ahead of the read position) and when the
+// channel was done with the checkpoint: its barrier read (an aligned
+// channel is blocked from then until the snapshot) or, for a channel whose
+// state an unaligned checkpoint records, found ahead of the recording.
+// Times are the runtime's nanoseconds; 0 for a channel that ended before
+// its barrier came, or whose barrier has not come yet. ok is
+// false when id is neither pending nor the checkpoint last completed or
+// aborted. The slices are the Aligner's, valid until the next Step: the
+// runtime reads them when it handles id's OpComplete.
+func (a *Aligner) ChannelTimes(id uint64) (seen, done []int64, ok bool) {
+	if cp := a.find(id); cp != nil {
+		return cp.seen, cp.doneAt, true
+	}
+	for _, cp := range a.free {
+		if cp.ID == id && cp.seen != nil {
+			return cp.seen, cp.doneAt, true
+		}
+	}
+	return nil, nil, false
 }
 
 // deadline returns when cp's alignment times out, if it can.

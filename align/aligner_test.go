@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,16 @@ func TestStats(t *testing.T) {
 	}
 	if last.Stats.StartDelay() != 2*time.Millisecond || last.Stats.Alignment() != 17*time.Millisecond {
 		t.Fatalf("start delay %v, alignment %v", last.Stats.StartDelay(), last.Stats.Alignment())
+	}
+	// Channel 0 read its barrier before the switch; 1 and 2 were recorded
+	// until theirs came, 2's found ahead (peeked) before it was read.
+	seen, done, ok := a.ChannelTimes(2)
+	if wantSeen, wantDone := []int64{4 * ms, 30 * ms, 3 * ms}, []int64{4 * ms, 30 * ms, 22 * ms}; !ok ||
+		!slices.Equal(seen, wantSeen) || !slices.Equal(done, wantDone) {
+		t.Fatalf("ChannelTimes(2) = %v, %v, %v; want %v, %v", seen, done, ok, wantSeen, wantDone)
+	}
+	if _, _, ok := a.ChannelTimes(3); ok {
+		t.Fatal("ChannelTimes of a checkpoint never started")
 	}
 }
 

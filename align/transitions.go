@@ -10,7 +10,7 @@ func (a *Aligner) completeAligned(cp *checkpoint) {
 	if cp.read.IsEmpty() {
 		cp.stats.AlignStartNs = a.nowNs
 	}
-	a.emit(Action{Op: OpSnapshot, Barrier: Barrier{ID: cp.ID}})
+	a.emit(Action{Op: OpSnapshot, Barrier: cp.Barrier})
 	a.emit(Action{Op: OpForward, Barrier: forwarded(cp.Barrier, false)})
 	a.unblockAll()
 	a.finish(cp)
@@ -27,7 +27,7 @@ func (a *Aligner) completeAtLeastOnce(cp *checkpoint) {
 	if cp.read.IsEmpty() {
 		cp.stats.AlignStartNs = a.nowNs
 	}
-	a.emit(Action{Op: OpSnapshot, Barrier: Barrier{ID: cp.ID}})
+	a.emit(Action{Op: OpSnapshot, Barrier: cp.Barrier})
 	a.emit(Action{Op: OpForward, Barrier: forwarded(cp.Barrier, false)})
 	a.finish(cp)
 }
@@ -42,7 +42,7 @@ func (a *Aligner) switchUnaligned(cp *checkpoint) {
 	if cp.read.IsEmpty() {
 		cp.stats.AlignStartNs = a.nowNs
 	}
-	a.emit(Action{Op: OpSnapshot, Barrier: Barrier{ID: cp.ID}, Unaligned: true})
+	a.emit(Action{Op: OpSnapshot, Barrier: cp.Barrier, Unaligned: true})
 	a.emit(Action{Op: OpForward, Barrier: forwarded(cp.Barrier, true)})
 	for c := range a.chans {
 		ch := &a.chans[c]
@@ -71,6 +71,9 @@ func (a *Aligner) stopRecording(cp *checkpoint, c int) {
 		return
 	}
 	a.chans[c].recording = 0
+	if cp.doneAt[c] == 0 {
+		cp.doneAt[c] = a.nowNs
+	}
 	cp.stats.WaitedOn = c
 	a.emit(Action{Op: OpStopRecord, Channel: c, Barrier: Barrier{ID: cp.ID}})
 	if cp.recording.IsEmpty() {

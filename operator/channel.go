@@ -39,6 +39,8 @@ type Channel struct {
 	// index of its edge among the head operator's inputs, and the upstream
 	// subtask it comes from.
 	Edge, Upstream int
+	// From names the upstream task by its head operator, for statistics.
+	From string
 	// Replay is restored channel state, pushed before the ring is read.
 	Replay []ReplayState
 	// pushKept pushes the records of a frame whose key hash keep accepts.

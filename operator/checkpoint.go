@@ -37,6 +37,13 @@ type SnapshotReport struct {
 	Outputs      map[int][]byte
 	TriggerTime  time.Time
 	SnapshotTime time.Time
+	// ForwardTime is when the task sent the barrier on to its outputs
+	// (zero for a task without outputs).
+	ForwardTime time.Time
+	// Seen and Done are, by input channel, when its barrier was first
+	// seen and when the channel was done with the checkpoint, in Unix
+	// nanoseconds (align.Aligner.ChannelTimes); nil for sources.
+	Seen, Done []int64
 
 	posBuf []byte // room for a source's position, allocated with the report
 	// homes are where the buffers of Channels go back on Release.
@@ -187,6 +194,9 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 		t.Gate.BarrierFirst(b)
 	default:
 		t.forward(b)
+	}
+	if r != nil && t.Gate != nil {
+		r.ForwardTime = time.Now()
 	}
 	if r != nil {
 		t.Checkpoints.Coord.Snapshotted(t, r)
@@ -373,6 +383,9 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 			default:
 				t.Gate.Barrier(b)
 			}
+			if c.snap != nil && c.snap.ID == b.ID && t.Gate != nil {
+				c.snap.ForwardTime = time.Now()
+			}
 		case align.OpRecord:
 			ch := t.Inputs[a.Channel]
 			ch.rec = &chanRecord{id: a.Barrier.ID, upTo: ch.Reader.Pos(), buf: ch.recordBuffer()}
@@ -397,6 +410,10 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 		case align.OpComplete:
 			if c.snap != nil && c.snap.ID == a.Barrier.ID {
 				c.snap.Align = a.Stats
+				if seen, done, ok := c.Aligner.ChannelTimes(a.Barrier.ID); ok {
+					c.snap.Seen = append(c.snap.Seen[:0], seen...)
+					c.snap.Done = append(c.snap.Done[:0], done...)
+				}
 				c.Coord.Snapshotted(t, c.snap)
 				c.snap = nil
 			}

@@ -62,6 +62,7 @@ type ModeResult struct {
 	Seconds      float64 `json:"seconds"`
 	Completed    int     `json:"checkpoints_completed"`
 	Failed       int     `json:"checkpoints_failed"`
+	Aborted      int     `json:"checkpoints_aborted"`
 	// UnalignedParts counts the non-source subtasks' parts of checkpoints
 	// taken unaligned, of Parts in all.
 	UnalignedParts int     `json:"unaligned_parts"`
@@ -105,6 +106,10 @@ func summarize(m Mode, cps []ringflow.CheckpointStats, records int64, elapsed ti
 	var sizes []uint64
 	for _, c := range cps {
 		if c.Final {
+			continue
+		}
+		if strings.HasPrefix(c.Status, "aborted") {
+			r.Aborted++
 			continue
 		}
 		if c.Status != "completed" {

@@ -284,6 +284,9 @@ func summarize(job *ringflow.Job) *checkpointStats {
 	s := &checkpointStats{Restarts: job.Restarts()}
 	var total time.Duration
 	for _, c := range job.Checkpoints() {
+		if strings.HasPrefix(c.Status, "aborted") {
+			continue // in flight when an attempt ended; counted by Restarts
+		}
 		if c.Status != "completed" {
 			s.Failed++
 			continue

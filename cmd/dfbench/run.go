@@ -424,6 +424,7 @@ func progressBar(stderr io.Writer, c pipelines.Config, engine string) func(pipel
 type ckSummary struct {
 	Completed    int         `json:"completed"`
 	Failed       int         `json:"failed"`
+	Aborted      int         `json:"aborted"`       // in flight when an attempt ended
 	Restarts     int         `json:"restarts"`      // in-place recoveries after a failure
 	RestoredFrom uint64      `json:"restored_from"` // checkpoint the latest start or restart restored; 0: none
 	Duration     ckQuantiles `json:"duration_ms"`
@@ -473,7 +474,11 @@ func ckSummaryOf(e pipelines.Result) *ckSummary {
 			entry.AsyncMaxUs = max(entry.AsyncMaxUs, float64(st.Async)/1e3)
 		}
 		s.History = append(s.History, entry)
-		if c.Status != "completed" {
+		switch {
+		case strings.HasPrefix(c.Status, "aborted"):
+			s.Aborted++
+			continue
+		case c.Status != "completed":
 			s.Failed++
 			continue
 		}
@@ -512,6 +517,9 @@ func printCheckpoints(w io.Writer, c pipelines.Config, e pipelines.Result) error
 	s := ckSummaryOf(e)
 	fmt.Fprintf(w, "checkpoints: %s every %v: %d completed, %d failed; %d restarts", c.Checkpoint.Mode,
 		c.Checkpoint.Interval, s.Completed, s.Failed, s.Restarts)
+	if s.Aborted > 0 {
+		fmt.Fprintf(w, ", %d aborted in flight", s.Aborted)
+	}
 	if s.RestoredFrom != 0 {
 		fmt.Fprintf(w, ", restored from checkpoint %d", s.RestoredFrom)
 	}

@@ -1,0 +1,65 @@
+package ringflow
+
+// Graph describes a job as built: its operators, the edges between them,
+// and how operators are chained into tasks (see Job.Graph).
+type Graph struct {
+	// Operators are in the order they were added, which is a topological
+	// order: an operator comes after every operator that feeds it.
+	Operators []GraphOperator
+	Edges     []GraphEdge
+}
+
+// GraphOperator is one operator of a job's graph.
+type GraphOperator struct {
+	Name        string
+	Parallelism int
+	// Kind is "source", "sink" (no output) or "operator".
+	Kind string
+	// Keyed says whether the operator holds keyed state.
+	Keyed bool
+	// Task names the task that runs the operator by the head operator of
+	// its chain: operators chained together share one task per subtask,
+	// and records pass between them by function call, not through a ring.
+	Task string
+}
+
+// GraphEdge is one edge of a job's graph.
+type GraphEdge struct {
+	From, To string
+	// Partitioning is how records are spread over the downstream subtasks:
+	// "forward", "rebalance" or "hash".
+	Partitioning string
+	// Port is the downstream operator's input the edge feeds (0, or 1 for
+	// a join's second input).
+	Port int
+	// Chained says the edge stays inside a task: it has no rings.
+	Chained bool
+}
+
+// Graph returns the job's graph. It is safe to call at any time, from any
+// goroutine, once the job is built.
+func (j *Job) Graph() Graph {
+	var g Graph
+	task := map[*node]string{}
+	for _, c := range j.chains() {
+		for _, n := range c.nodes {
+			task[n] = c.head().name
+		}
+	}
+	for _, n := range j.nodes {
+		kind := "operator"
+		switch {
+		case len(n.inputs) == 0:
+			kind = "source"
+		case n.out == nil:
+			kind = "sink"
+		}
+		g.Operators = append(g.Operators, GraphOperator{Name: n.name, Parallelism: n.parallelism, Kind: kind,
+			Keyed: n.keyed, Task: task[n]})
+		for _, e := range n.inputs {
+			g.Edges = append(g.Edges, GraphEdge{From: e.from.name, To: n.name, Partitioning: e.part.String(),
+				Port: e.port, Chained: e.chained()})
+		}
+	}
+	return g
+}
