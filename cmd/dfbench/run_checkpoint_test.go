@@ -47,7 +47,7 @@ func TestRunCheckpointJSON(t *testing.T) {
 		t.Fatalf("%v in %q", err, stdout.String())
 	}
 	ck := obj.Checkpoints
-	want := []string{"alignment_ms", "bytes_reused", "bytes_written", "completed", "duration_ms", "failed",
+	want := []string{"aborted", "alignment_ms", "bytes_reused", "bytes_written", "completed", "duration_ms", "failed",
 		"history", "restarts", "restored_from", "sync_us"}
 	if got := sortedKeys(ck); !reflect.DeepEqual(got, want) {
 		t.Fatalf("checkpoints keys %v, want %v", got, want)
