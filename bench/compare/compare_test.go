@@ -172,6 +172,15 @@ func TestCompareShort(t *testing.T) {
 				if m.Mode != AllModes[i] || m.SinkRecords == 0 || m.Completed == 0 || m.RestoredFrom == 0 || m.RestoreMs <= 0 {
 					t.Errorf("mode %d: %+v", i, m)
 				}
+				if len(m.TopFrames) == 0 || len(m.Checkpoints) < m.Completed {
+					t.Errorf("%s: %d top frames and %d checkpoint stats (%d completed); want frames and all stats",
+						m.Mode, len(m.TopFrames), len(m.Checkpoints), m.Completed)
+				}
+				for _, f := range m.TopFrames {
+					if strings.HasPrefix(f.Function, "testing.") || strings.Contains(f.Function, "(*Pool).Run") {
+						t.Errorf("%s: top frame %+v is the caller's wait for the job", m.Mode, f)
+					}
+				}
 				if m.InflightBytesMax > r.RingBytes {
 					t.Errorf("%s: %d in-flight bytes in one checkpoint, more than the rings' %d", m.Mode, m.InflightBytesMax, r.RingBytes)
 				}

@@ -68,6 +68,11 @@ type ModeResult struct {
 	UnalignedParts int     `json:"unaligned_parts"`
 	Parts          int     `json:"parts"`
 	Stalls         []Stall `json:"stalls,omitempty"`
+	// TopFrames are the heaviest frames of the mode's fgprof profile (with
+	// Config.ProfileDir only).
+	TopFrames []Frame `json:"top_frames,omitempty"`
+	// Checkpoints are the run's checkpoint statistics, for reports.
+	Checkpoints []ringflow.CheckpointStats `json:"-"`
 }
 
 // Stall is the subtask that waited longest in one checkpoint.

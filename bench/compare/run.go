@@ -103,6 +103,12 @@ func runMode(ctx context.Context, cfg Config, m Mode) (res ModeResult, err error
 		return res, fmt.Errorf("run: %w", err)
 	}
 	res = summarize(m, job.Checkpoints(), out.records.Load(), elapsed)
+	res.Checkpoints = job.Checkpoints()
+	if cfg.ProfileDir != "" {
+		if res.TopFrames, err = TopFrames(profilePath(cfg.ProfileDir, m), topFrames); err != nil {
+			return res, fmt.Errorf("profile: %w", err)
+		}
+	}
 	if m != None {
 		if err := restore(ctx, cfg, rc, &res); err != nil {
 			return res, err
@@ -137,7 +143,7 @@ func startProfile(dir string, m Mode) (func() error, error) {
 	if dir == "" {
 		return func() error { return nil }, nil
 	}
-	f, err := os.Create(filepath.Join(dir, string(m)+".fgprof.pprof"))
+	f, err := os.Create(profilePath(dir, m))
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
@@ -153,6 +159,11 @@ func startProfile(dir string, m Mode) (func() error, error) {
 		return nil
 	}, nil
 }
+
+// topFrames is how many of a profile's frames a mode's result lists.
+const topFrames = 12
+
+func profilePath(dir string, m Mode) string { return filepath.Join(dir, string(m)+".fgprof.pprof") }
 
 // stopFgprof stops an fgprof profile and writes it out. fgprof divides
 // by its achieved sampling rate rounded to whole hertz, and panics when
