@@ -216,11 +216,11 @@ func TestTombstoneGroups(t *testing.T) {
 		for _, kv := range g {
 			switch {
 			case kv.end != nil:
-				from, _ := blobOrigin(kv.key)
-				to, _ := blobOrigin(kv.end)
-				parts = append(parts, fmt.Sprintf("range[b %d,b %d)", from, to))
+				from, _ := decodeIDKey(kv.key)
+				to, _ := decodeIDKey(kv.end)
+				parts = append(parts, fmt.Sprintf("range[%c %d,%c %d)", kv.key[0], from, kv.end[0], to))
 				if len(kv.key) != 9 || len(kv.end) != 9 {
-					t.Fatalf("range [%q, %q) is not over an origin prefix", kv.key, kv.end)
+					t.Fatalf("range [%q, %q) is not over an id prefix", kv.key, kv.end)
 				}
 			case kv.delete:
 				parts = append(parts, "del "+describeKey(kv.key))
@@ -234,7 +234,7 @@ func TestTombstoneGroups(t *testing.T) {
 		"range[b 1,b 2)",
 		`del blob 2 keygroup op="count" kg=3`,
 		"range[b 7,b 8)",
-		"del m 1; del m 4",
+		"range[m 1,m 2); range[m 4,m 5)",
 		"set q 4",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

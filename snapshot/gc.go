@@ -274,10 +274,31 @@ func tombstoneGroups(garbage []sstKV, live map[uint64]bool) [][]sstKV {
 		if origin, ok := blobOrigin(g[0].key); ok && !live[origin] && origin < math.MaxUint64 {
 			g = []sstKV{{key: idKey(prefixBlob, origin), end: idKey(prefixBlob, origin+1)}}
 		}
+		if g[0].key[0] == prefixManifest {
+			g = manifestRanges(g)
+		}
 		groups = append(groups, g)
 		i = j
 	}
 	return groups
+}
+
+// manifestRanges turns the deletions of whole manifests in g into range
+// tombstones over their ids, for the same reason as a dead origin's: each
+// manifest was ingested in a table of its own (see Commit), which the range
+// covers whole, so Pebble drops the table and then the tombstone's. A
+// point tombstone over a manifest's key stayed in L0, one small table per
+// checkpoint, never compacted: Pebble compacts L0 tables that do not
+// overlap one another only once there are hundreds of them.
+func manifestRanges(g []sstKV) []sstKV {
+	out := make([]sstKV, 0, len(g))
+	for _, kv := range g {
+		if id, ok := decodeIDKey(kv.key); ok && kv.delete && id < math.MaxUint64 {
+			kv = sstKV{key: kv.key, end: idKey(prefixManifest, id+1)}
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // sameGroup says whether two garbage keys go into the same sstable: blob

@@ -207,6 +207,13 @@ func (s *Store) openPebble(dir string, adjust func(*pebble.Options)) error {
 	for i := range s.popts.Levels {
 		s.popts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
 	}
+	// NB: every commit ingests a small table of tombstones (see
+	// tombstoneGroups), which lands in L0 and, once the tables it covers
+	// are dropped, covers nothing. Pebble compacts L0 tables that do not
+	// overlap one another only at L0CompactionFileThreshold of them, 500
+	// by default: the directory held about one file per checkpoint until
+	// then. A small threshold compacts them, cheaply, a few at a time.
+	s.popts.L0CompactionFileThreshold = l0Files
 	if adjust != nil {
 		adjust(s.popts)
 	}
@@ -372,6 +379,9 @@ func (s *Store) withDB(fn func(db *pebble.DB) error) error {
 
 // sstKV is one key of an sstable the store builds for ingestion: a value,
 // a point tombstone (delete), or a range tombstone over [key, end).
+// l0Files is the number of L0 tables at which Pebble compacts them.
+const l0Files = 8
+
 type sstKV struct {
 	key    []byte
 	value  []byte
