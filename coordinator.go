@@ -140,6 +140,17 @@ func (j *Job) Checkpoints() []CheckpointStats {
 	return append([]CheckpointStats(nil), j.checkpoints...)
 }
 
+// lastCheckpointID returns the highest id in the job's history, 0 if none.
+func (j *Job) lastCheckpointID() uint64 {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	var id uint64
+	for _, c := range j.checkpoints {
+		id = max(id, c.ID)
+	}
+	return id
+}
+
 func (j *Job) recordCheckpoint(s CheckpointStats) {
 	j.statsMu.Lock()
 	j.checkpoints = append(j.checkpoints, s)
@@ -234,7 +245,10 @@ func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task,
 			c.sources = append(c.sources, t)
 		}
 	}
-	c.mu.nextID = store.MaxID() + 1
+	// NB: ids are never reused, also those of checkpoints an earlier
+	// attempt aborted, which the store never saw committed: statistics,
+	// events and the status page name checkpoints by id.
+	c.mu.nextID = max(store.MaxID(), j.lastCheckpointID()) + 1
 	c.mu.inflight = map[uint64]*inflight{}
 	c.mu.lastEnd = time.Now()
 	c.mu.lastTrigger = c.mu.lastEnd // the first checkpoint comes one interval after the start

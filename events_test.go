@@ -115,7 +115,12 @@ func TestEventOrder(t *testing.T) {
 		t.Errorf("JobEnded %+v, want no error and 1 restart", ended)
 	}
 	var want, aborted []uint64
+	ids := map[uint64]bool{}
 	for _, c := range job.Checkpoints() {
+		if ids[c.ID] {
+			t.Errorf("checkpoint id %d used twice (the restart must not reuse an aborted one's)", c.ID)
+		}
+		ids[c.ID] = true
 		switch {
 		case c.Status == "completed":
 			want = append(want, c.ID)
