@@ -15,9 +15,9 @@ const (
 	chartWidth   = 900
 	chartHeight  = 280
 	chartLeft    = 64 // the duration labels
-	chartRight   = 16
-	chartTop     = 34 // the title and the legend
-	chartBottom  = 30 // the time labels
+	chartRight   = 32 // half the last label
+	chartTop     = 42 // the title and the legend
+	chartBottom  = 40 // the axis's labels and its name
 	chartRadius  = 2.5
 	chartMaxDots = 400 // beyond, a series is drawn as a line only
 )
@@ -33,6 +33,7 @@ type chartLayout struct {
 	XTicks        []tick
 	YTicks        []yTick
 	XLabel        string
+	XLabelX       float64
 	Series        []chartSeries
 	Empty         bool
 }
@@ -74,6 +75,7 @@ func DurationChartSVG(c DurationChart) template.HTML {
 func layoutChart(c DurationChart) chartLayout {
 	l := chartLayout{ID: c.ElementID, Title: c.Title, Width: chartWidth, Height: chartHeight,
 		X0: chartLeft, X1: chartWidth - chartRight, Y0: chartTop, Y1: chartHeight - chartBottom}
+	l.XLabelX = (l.X0 + l.X1) / 2
 	if l.ID == "" {
 		l.ID = "durations"
 	}

@@ -117,6 +117,20 @@ func TestTimelineSVGGeometry(t *testing.T) {
 	}
 }
 
+// TestTimelineSVGLongCommit: a commit far longer than the barrier's path
+// is noted, not drawn to scale.
+func TestTimelineSVGLongCommit(t *testing.T) {
+	v := timelineFixture()
+	v.Duration = 100 * ms
+	l := layoutTimeline(v)
+	if last := l.Ticks[len(l.Ticks)-1].Label; last != "9ms" || l.Beyond != "completed at 100ms →" {
+		t.Errorf("axis to %s, note %q; want the axis to end at the last ack, 9ms, and the completion noted", last, l.Beyond)
+	}
+	if !strings.Contains(string(TimelineSVG(v)), "completed at 100ms") {
+		t.Errorf("the drawing does not note the completion")
+	}
+}
+
 // TestTimelineSVGManyRows: hundreds of rows each get a row of their own
 // height, and the axis is drawn below them as well.
 func TestTimelineSVGManyRows(t *testing.T) {

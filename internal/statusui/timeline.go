@@ -20,6 +20,9 @@ const (
 	timelineLegend     = 44
 	timelineAxis       = 22
 	timelineMarkWidth  = 2
+	// timelineCommitStretch is how much longer than the barrier's path
+	// the whole checkpoint may take and still be drawn to scale.
+	timelineCommitStretch = 3
 	// timelineLabelRunes is as much of a row's label as fits its column;
 	// its tooltip has it all.
 	timelineLabelRunes = 36
@@ -39,6 +42,8 @@ type timelineLayout struct {
 	Legend          []legendItem
 	Empty           bool
 	CheckpointLabel string
+	// Beyond notes the checkpoint's completion when it lies off the axis.
+	Beyond string
 }
 
 type endLine struct {
@@ -100,9 +105,16 @@ func layoutTimeline(v TimelineView) timelineLayout {
 	if l.ID == "" {
 		l.ID = "timeline"
 	}
-	end := max(v.Duration, v.Written)
+	end := v.Written
 	for _, r := range v.Rows {
 		end = max(end, r.Left, r.Arrived, r.Done, r.Snapshot+max(r.Sync, 0), r.Forwarded, r.Acked)
+	}
+	// NB: a commit far longer than the barrier's path (an fsync, say)
+	// would squeeze every row into the left of the axis; it is noted at
+	// the axis's end instead.
+	completedOnAxis := v.Duration <= end*timelineCommitStretch || len(v.Rows) == 0
+	if completedOnAxis {
+		end = max(end, v.Duration)
 	}
 	l.PlotX0 = timelineLabelWidth
 	l.PlotX1 = timelineLabelWidth + timelinePlotWidth
@@ -129,8 +141,12 @@ func layoutTimeline(v TimelineView) timelineLayout {
 	if v.Written > 0 {
 		l.Ends = append(l.Ends, endLine{X: a.x(v.Written), Class: "written", Label: "written"})
 	}
-	if v.Duration > 0 {
+	switch {
+	case v.Duration <= 0:
+	case completedOnAxis:
 		l.Ends = append(l.Ends, endLine{X: a.x(v.Duration), Class: "completed", Label: "completed"})
+	default:
+		l.Beyond = "completed at " + formatDuration(v.Duration) + " →"
 	}
 	return l
 }
