@@ -2,6 +2,7 @@ package ringflow
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,7 +161,7 @@ func (s *statusServer) checkpoint(w http.ResponseWriter, r *http.Request) (statu
 	return statusui.CheckpointView{}, false
 }
 
-func byID(a, b CheckpointStats) int { return int(min(max(int64(a.ID)-int64(b.ID), -1), 1)) }
+func byID(a, b CheckpointStats) int { return cmp.Compare(a.ID, b.ID) }
 
 // writePage renders a page into a buffer first, so that a failure is an
 // error reply, not half a page.

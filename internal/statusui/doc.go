@@ -22,13 +22,13 @@
 // interval: idle, busy and backpressured colours mixed in proportion, and
 // a bar along its bottom splits the time exactly.
 //
-//	 ┌ task gen (chained) ────────────────┐
-//	 │ ┌──────────┐  chained ┌──────────┐ │   hash    ┌──────────┐ rebalance ┌──────┐
-//	 │ │ gen      │ ┄┄┄┄┄┄┄▶ │ double   │ │ ────────▶ │ count    │ ────────▶ │ sink │
-//	 │ │ out 1M/s │          │ in 1M/s  │ │ queued 3% │ busy 64% │           │      │
-//	 │ │▇▇▇▇▇░░░░░│          │▇▇▇▇▇░░░░░│ │           │▇▇▇▇░░░░░░│           │▇▇░░░░│
-//	 │ └──────────┘          └──────────┘ │           └──────────┘           └──────┘
-//	 └────────────────────────────────────┘
+//	┌ task gen (chained) ────────────────┐
+//	│ ┌──────────┐  chained ┌──────────┐ │   hash    ┌──────────┐ rebalance ┌──────┐
+//	│ │ gen      │ ┄┄┄┄┄┄┄▶ │ double   │ │ ────────▶ │ count    │ ────────▶ │ sink │
+//	│ │ out 1M/s │          │ in 1M/s  │ │ queued 3% │ busy 64% │           │      │
+//	│ │▇▇▇▇▇░░░░░│          │▇▇▇▇▇░░░░░│ │           │▇▇▇▇░░░░░░│           │▇▇░░░░│
+//	│ └──────────┘          └──────────┘ │           └──────────┘           └──────┘
+//	└────────────────────────────────────┘
 //
 // # Barrier timeline
 //
