@@ -66,6 +66,46 @@ func layoutGraph(v OverviewView) graphLayout {
 	for i, op := range v.Operators {
 		index[op.Name] = i
 	}
+	depth := operatorDepths(v, index)
+	tasks := tasksOf(v)
+	row, rows := taskRows(tasks, depth)
+
+	var g graphLayout
+	cols := 0
+	boxes := make([]opBox, len(v.Operators))
+	for i, op := range v.Operators {
+		cols = max(cols, depth[i]+1)
+		boxes[i] = newOpBox(op, colX(depth[i]), rowY(row[i]))
+		boxes[i].Depth = depth[i]
+	}
+	g.Ops = boxes
+	for _, t := range tasks {
+		if len(t.ops) < 2 {
+			continue
+		}
+		x0, x1 := boxes[t.ops[0]].X, boxes[t.ops[0]].X
+		for _, i := range t.ops {
+			x0, x1 = min(x0, boxes[i].X), max(x1, boxes[i].X)
+		}
+		y := boxes[t.ops[0]].Y
+		g.Tasks = append(g.Tasks, taskBox{Name: t.name, X: x0 - graphTaskPad, Y: y - graphTaskPad - graphTaskHead,
+			W: x1 - x0 + graphBoxWidth + 2*graphTaskPad, H: graphBoxHeight + 2*graphTaskPad + graphTaskHead})
+	}
+	for _, e := range v.Edges {
+		from, okFrom := index[e.From]
+		to, okTo := index[e.To]
+		if okFrom && okTo {
+			g.Edges = append(g.Edges, newEdgeLine(e, boxes[from], boxes[to]))
+		}
+	}
+	g.Width = 2*graphMargin + float64(cols)*graphBoxWidth + float64(max(cols-1, 0))*graphGapX + 2*graphTaskPad
+	g.Height = rowY(rows) - graphGapY + graphMargin - graphTaskHead
+	return g
+}
+
+// operatorDepths returns each operator's topological depth: the longest
+// path to it from a source. index finds an operator by name.
+func operatorDepths(v OverviewView, index map[string]int) []int {
 	// NB: the job lists edges by downstream operator in topological order,
 	// so the first round settles every depth; a view built by hand may
 	// need more, one per operator at most (a cycle stops there).
@@ -80,28 +120,45 @@ func layoutGraph(v OverviewView) graphLayout {
 			}
 		}
 	}
+	return depth
+}
 
-	// Tasks in the order of their heads; a chain's operators have
-	// consecutive depths (a chained operator has one input).
-	var tasks []string
-	members := map[string][]int{}
+// task is a chain of operators, by their indexes, head first.
+type task struct {
+	name string
+	ops  []int
+}
+
+// tasksOf returns v's tasks in the order of their heads.
+func tasksOf(v OverviewView) []task {
+	var tasks []task
+	at := map[string]int{}
 	for i, op := range v.Operators {
-		task := op.Task
-		if task == "" {
-			task = op.Name
+		name := op.Task
+		if name == "" {
+			name = op.Name
 		}
-		if members[task] == nil {
-			tasks = append(tasks, task)
+		j, ok := at[name]
+		if !ok {
+			j = len(tasks)
+			at[name] = j
+			tasks = append(tasks, task{name: name})
 		}
-		members[task] = append(members[task], i)
+		tasks[j].ops = append(tasks[j].ops, i)
 	}
-	row := make([]int, len(v.Operators))
+	return tasks
+}
+
+// taskRows puts each task in the first row free over the columns of its
+// operators (a chain's operators have consecutive depths: a chained
+// operator has one input) and returns each operator's row and the number
+// of rows.
+func taskRows(tasks []task, depth []int) (row []int, rows int) {
+	row = make([]int, len(depth))
 	used := map[[2]int]bool{} // (row, column)
-	rows := 0
-	for _, task := range tasks {
-		ops := members[task]
-		first, last := depth[ops[0]], depth[ops[0]]
-		for _, i := range ops {
+	for _, t := range tasks {
+		first, last := depth[t.ops[0]], depth[t.ops[0]]
+		for _, i := range t.ops {
 			first, last = min(first, depth[i]), max(last, depth[i])
 		}
 		r := 0
@@ -117,44 +174,12 @@ func layoutGraph(v OverviewView) graphLayout {
 		for c := first; c <= last; c++ {
 			used[[2]int{r, c}] = true
 		}
-		for _, i := range ops {
+		for _, i := range t.ops {
 			row[i] = r
 		}
 		rows = max(rows, r+1)
 	}
-
-	var g graphLayout
-	cols := 0
-	boxes := make([]opBox, len(v.Operators))
-	for i, op := range v.Operators {
-		cols = max(cols, depth[i]+1)
-		boxes[i] = newOpBox(op, colX(depth[i]), rowY(row[i]))
-		boxes[i].Depth = depth[i]
-	}
-	g.Ops = boxes
-	for _, task := range tasks {
-		ops := members[task]
-		if len(ops) < 2 {
-			continue
-		}
-		x0, x1 := boxes[ops[0]].X, boxes[ops[0]].X
-		for _, i := range ops {
-			x0, x1 = min(x0, boxes[i].X), max(x1, boxes[i].X)
-		}
-		y := boxes[ops[0]].Y
-		g.Tasks = append(g.Tasks, taskBox{Name: task, X: x0 - graphTaskPad, Y: y - graphTaskPad - graphTaskHead,
-			W: x1 - x0 + graphBoxWidth + 2*graphTaskPad, H: graphBoxHeight + 2*graphTaskPad + graphTaskHead})
-	}
-	for _, e := range v.Edges {
-		from, okFrom := index[e.From]
-		to, okTo := index[e.To]
-		if okFrom && okTo {
-			g.Edges = append(g.Edges, newEdgeLine(e, boxes[from], boxes[to]))
-		}
-	}
-	g.Width = 2*graphMargin + float64(cols)*graphBoxWidth + float64(max(cols-1, 0))*graphGapX + 2*graphTaskPad
-	g.Height = rowY(rows) - graphGapY + graphMargin - graphTaskHead
-	return g
+	return row, rows
 }
 
 func colX(c int) float64 {
