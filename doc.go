@@ -37,6 +37,11 @@
 // aborted, of restores, task failures, restarts and the end of the job,
 // on a goroutine of its own, in order (see EventListener).
 //
+// Job.Graph, Job.Metrics and Job.Checkpoints tell what a job is and what it
+// does; NewCollector exposes them to Prometheus, and StatusHandler serves
+// them as status pages: the job graph coloured by where its time goes, the
+// checkpoint history, and each checkpoint's barrier timeline.
+//
 // See example_test.go for runnable examples, and the package docs of ring,
 // sched, operator, align, snapshot and keygroups for each part's design.
 package ringflow

@@ -60,7 +60,8 @@ type Config struct {
 	// TempDir is where the state directories go; default os.TempDir().
 	TempDir string
 	// OnJob, if set, is called with each ringflow job the comparison
-	// builds, before it runs (to serve its metrics, say).
+	// builds, once it is built, before it runs (to serve its status pages,
+	// say).
 	OnJob func(*ringflow.Job)
 }
 

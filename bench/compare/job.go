@@ -138,9 +138,6 @@ const windowSize = time.Second
 // buildJob builds cfg's pipeline on rcfg, with restore sources if restore.
 func buildJob(cfg Config, rcfg ringflow.Config, restore bool, out *sink) *ringflow.Job {
 	job := ringflow.NewJob(rcfg)
-	if cfg.OnJob != nil {
-		cfg.OnJob(job)
-	}
 	src := func(name string, seed uint64) ringflow.Stream[Record] {
 		g := newGen(cfg, seed)
 		newSrc := func() operator.Source[Record] { return &source{g: g, restore: restore} }
@@ -165,6 +162,9 @@ func buildJob(cfg Config, rcfg ringflow.Config, restore bool, out *sink) *ringfl
 		pairs := ringflow.WindowJoin(left, right, "join", ringflow.TumblingWindows(windowSize),
 			func(l, r Record) JoinPair { return JoinPair{Key: l.Key, LeftSeq: l.Seq, RightSeq: r.Seq} })
 		ringflow.Sink(pairs, "sink", func(JoinPair) error { out.consume(); return nil })
+	}
+	if cfg.OnJob != nil {
+		cfg.OnJob(job)
 	}
 	return job
 }

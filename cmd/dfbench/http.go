@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringflow/ringflow"
@@ -22,24 +23,25 @@ type httpFlags struct {
 }
 
 func (h *httpFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&h.addr, "http", "", "serve the Prometheus metrics of the ringflow job that runs at `ADDR`/metrics")
+	fs.StringVar(&h.addr, "http", "",
+		"serve the status pages of the ringflow job that runs at `ADDR` (/, /checkpoints) and its Prometheus metrics at /metrics")
 	fs.DurationVar(&h.linger, "http-linger", 0, "with --http, go on serving this long after the last job ends")
 }
 
-// metricsServer serves /metrics: the Go runtime's metrics and those of the
-// job it was last given (a later job replaces an earlier one: their
-// metrics have the same names).
-type metricsServer struct {
-	srv    *http.Server
-	reg    *prometheus.Registry
-	linger time.Duration
-	mu     sync.Mutex
-	last   prometheus.Collector
+// statusServer serves the status pages and metrics of the job it was last
+// given (ringflow.StatusHandler): a later job replaces an earlier one, as
+// compare's modes and nexmark's queries follow each other. Before the
+// first job it serves the Go runtime's metrics at /metrics, and says so
+// on the other pages.
+type statusServer struct {
+	srv     *http.Server
+	linger  time.Duration
+	current atomic.Pointer[http.Handler]
 }
 
-// serveMetrics listens at once (so that a bad address fails before any
-// run) and serves; nil without --http.
-func (h httpFlags) serve() (*metricsServer, error) {
+// serve listens at once (so that a bad address fails before any run) and
+// serves; nil without --http.
+func (h httpFlags) serve() (*statusServer, error) {
 	if h.addr == "" {
 		return nil, nil
 	}
@@ -47,31 +49,39 @@ func (h httpFlags) serve() (*metricsServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
 	}
-	s := &metricsServer{reg: prometheus.NewRegistry(), linger: h.linger}
-	s.reg.MustRegister(prometheus.NewGoCollector())
+	s := &statusServer{linger: h.linger}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
-	s.srv = &http.Server{Handler: mux}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "dfbench: no ringflow job has started yet", http.StatusServiceUnavailable)
+	})
+	var before http.Handler = mux
+	s.current.Store(&before)
+	s.srv = &http.Server{Handler: s}
 	go s.srv.Serve(ln)
 	return s, nil
 }
 
-// job serves j's metrics from now on; a nil server does nothing.
-func (s *metricsServer) job(j *ringflow.Job) {
+// ServeHTTP serves the current job's pages.
+func (s *statusServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.current.Load()).ServeHTTP(w, r)
+}
+
+// job serves j's status pages from now on; j must be built. A nil server
+// does nothing.
+func (s *statusServer) job(j *ringflow.Job) {
 	if s == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.last != nil {
-		s.reg.Unregister(s.last)
-	}
-	s.last = ringflow.NewCollector(j)
-	s.reg.MustRegister(s.last)
+	h := ringflow.StatusHandler(j)
+	s.current.Store(&h)
 }
 
 // close stops the server after --http-linger.
-func (s *metricsServer) close() {
+func (s *statusServer) close() {
 	if s == nil {
 		return
 	}

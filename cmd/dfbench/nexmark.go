@@ -37,7 +37,7 @@ type nexmarkOptions struct {
 	asJSON      bool
 	cpuProfile  string
 	http        httpFlags
-	srv         *metricsServer // --http; nil without
+	srv         *statusServer // --http; nil without
 }
 
 // nexmarkResult is one query's measurement.
@@ -198,11 +198,11 @@ func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexma
 		return r, err
 	}
 	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Checkpoint: ck})
-	o.srv.job(job)
 	if err := queries.Build(job, q, cfg, out); err != nil {
 		closeOut()
 		return r, err
 	}
+	o.srv.job(job) // NB: built: the status pages read its graph
 	m, err := timed(func() error { return job.Run(context.Background()) }, cfg.NumEvents)
 	if cerr := closeOut(); err == nil {
 		err = cerr
