@@ -43,7 +43,8 @@ type timelineLayout struct {
 	Empty           bool
 	CheckpointLabel string
 	// Beyond notes the checkpoint's completion when it lies off the axis.
-	Beyond string
+	Beyond  string
+	BeyondY float64
 }
 
 type endLine struct {
@@ -146,7 +147,11 @@ func layoutTimeline(v TimelineView) timelineLayout {
 	case completedOnAxis:
 		l.Ends = append(l.Ends, endLine{X: a.x(v.Duration), Class: "completed", Label: "completed"})
 	default:
+		// NB: below the rows: at the axis it would cover the labels of
+		// the lines near the axis's end.
 		l.Beyond = "completed at " + formatDuration(v.Duration) + " →"
+		l.BeyondY = l.Height + 4
+		l.Height += timelineAxis
 	}
 	return l
 }
