@@ -172,13 +172,14 @@ func TestCompareShort(t *testing.T) {
 				if m.Mode != AllModes[i] || m.SinkRecords == 0 || m.Completed == 0 || m.RestoredFrom == 0 || m.RestoreMs <= 0 {
 					t.Errorf("mode %d: %+v", i, m)
 				}
-				if len(m.TopFrames) == 0 || len(m.Checkpoints) < m.Completed {
-					t.Errorf("%s: %d top frames and %d checkpoint stats (%d completed); want frames and all stats",
-						m.Mode, len(m.TopFrames), len(m.Checkpoints), m.Completed)
+				if m.Profile == nil || len(m.Profile.Top) == 0 || len(m.Checkpoints) < m.Completed || m.Slowest == nil ||
+					len(m.Slowest.Timeline.Rows) == 0 {
+					t.Fatalf("%s: profile %+v, %d checkpoint stats (%d completed), slowest %+v; want frames, all stats, a timeline",
+						m.Mode, m.Profile, len(m.Checkpoints), m.Completed, m.Slowest)
 				}
-				for _, f := range m.TopFrames {
-					if strings.HasPrefix(f.Function, "testing.") || strings.Contains(f.Function, "(*Pool).Run") {
-						t.Errorf("%s: top frame %+v is the caller's wait for the job", m.Mode, f)
+				for _, f := range m.Profile.Top {
+					if strings.HasPrefix(f.Function, "testing.") || strings.Contains(f.Function, "(*Pool).Run") || idleWaits[f.Function] {
+						t.Errorf("%s: top frame %+v is the caller's wait for the job, or the engine's idle wait", m.Mode, f)
 					}
 				}
 				if m.InflightBytesMax > r.RingBytes {

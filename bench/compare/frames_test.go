@@ -57,11 +57,16 @@ func TestTopFrames(t *testing.T) {
 		"runtime.gopark;net/http.(*Server).Serve": 10 * s, // not the engine's
 		"runtime.gopark;github.com/ringflow/ringflow/sched.(*Pool).Run;github.com/ringflow/ringflow.(*Job).Run;main.main": 10 * s,
 		"github.com/ringflow/ringflow/bench/compare.Compare;main.main":                                                    5 * s,
+		"runtime.gopark;runtime.selectgo;github.com/ringflow/ringflow.(*coordinator).writeLoop":                           6 * s, // idle
 	})
-	got, err := TopFrames(path, 2)
+	fr, err := TopFrames(path, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if fr.Seconds != 8 || fr.Idle != 6 {
+		t.Errorf("%v s counted, %v s idle; want 8 and 6", fr.Seconds, fr.Idle)
+	}
+	got := fr.Top
 	want := []Frame{
 		{Function: "github.com/ringflow/ringflow/operator.(*Task).Step", Leaf: "github.com/ringflow/ringflow/operator.(*Task).Step", Seconds: 4, Share: 0.5},
 		{Function: "github.com/ringflow/ringflow/sched.(*Worker).park", Leaf: "runtime.futex", Seconds: 3, Share: 0.375},
@@ -77,7 +82,7 @@ func TestTopFrames(t *testing.T) {
 		}
 	}
 	all, err := TopFrames(path, 10)
-	if err != nil || len(all) != 3 || all[2].Function != "os.(*File).Sync" || all[2].Leaf != "syscall.Syscall" {
+	if err != nil || len(all.Top) != 3 || all.Top[2].Function != "os.(*File).Sync" || all.Top[2].Leaf != "syscall.Syscall" {
 		t.Errorf("all frames %+v, %v; want 3, the last os.(*File).Sync in syscall.Syscall", all, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/internal/statusui"
 )
 
 // Report is the result of a comparison.
@@ -68,11 +69,13 @@ type ModeResult struct {
 	UnalignedParts int     `json:"unaligned_parts"`
 	Parts          int     `json:"parts"`
 	Stalls         []Stall `json:"stalls,omitempty"`
-	// TopFrames are the heaviest frames of the mode's fgprof profile (with
-	// Config.ProfileDir only).
-	TopFrames []Frame `json:"top_frames,omitempty"`
-	// Checkpoints are the run's checkpoint statistics, for reports.
+	// Profile sums up the mode's fgprof profile (with Config.ProfileDir
+	// only).
+	Profile *Frames `json:"profile,omitempty"`
+	// Checkpoints are the run's checkpoint statistics, and Slowest the
+	// status page's view of its slowest checkpoint, for reports.
 	Checkpoints []ringflow.CheckpointStats `json:"-"`
+	Slowest     *statusui.CheckpointView   `json:"-"`
 }
 
 // Stall is the subtask that waited longest in one checkpoint.

@@ -104,10 +104,15 @@ func runMode(ctx context.Context, cfg Config, m Mode) (res ModeResult, err error
 	}
 	res = summarize(m, job.Checkpoints(), out.records.Load(), elapsed)
 	res.Checkpoints = job.Checkpoints()
+	if res.Slowest, err = slowestView(job, res.Checkpoints); err != nil {
+		return res, err
+	}
 	if cfg.ProfileDir != "" {
-		if res.TopFrames, err = TopFrames(profilePath(cfg.ProfileDir, m), topFrames); err != nil {
+		fr, err := TopFrames(profilePath(cfg.ProfileDir, m), topFrames)
+		if err != nil {
 			return res, fmt.Errorf("profile: %w", err)
 		}
+		res.Profile = &fr
 	}
 	if m != None {
 		if err := restore(ctx, cfg, rc, &res); err != nil {

@@ -15,9 +15,10 @@ import (
 
 // compareFlags are the parsed flags of `dfbench compare`.
 type compareFlags struct {
-	cfg  compare.Config
-	json bool
-	http httpFlags
+	cfg    compare.Config
+	json   bool
+	http   httpFlags
+	report string
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) error {
@@ -33,14 +34,44 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.close()
 	f.cfg.OnJob = srv.job
+	if f.report != "" && f.cfg.ProfileDir == "" {
+		// The report lists the heaviest frames of each mode's profile.
+		dir, err := os.MkdirTemp("", "ringflow-compare-profile-")
+		if err != nil {
+			return fmt.Errorf("--report: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		f.cfg.ProfileDir = dir
+	}
 	r, err := compare.Compare(ctx, f.cfg)
 	if err != nil {
 		return err
+	}
+	if f.report != "" {
+		if err := writeReport(f.report, r, f.cfg); err != nil {
+			return err
+		}
 	}
 	if f.json {
 		return json.NewEncoder(stdout).Encode(r)
 	}
 	return compare.WriteTable(stdout, r)
+}
+
+// writeReport writes the comparison's HTML report to path.
+func writeReport(path string, r compare.Report, cfg compare.Config) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	err = compare.WriteHTML(f, r, cfg)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--report %s: %w", path, err)
+	}
+	return nil
 }
 
 func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
@@ -55,6 +86,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.DurationVar(&c.Duration, "duration", compare.DefaultDuration, "run time of each mode")
 	fs.StringVar(&c.ProfileDir, "profile", "", "write <mode>.fgprof.pprof per mode and stalls.txt into this directory")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
+	fs.StringVar(&f.report, "report", "", "also write the comparison as one self-contained HTML `FILE`: duration charts, each mode's slowest checkpoint's barrier timeline, its profile's heaviest frames")
 	f.http.register(fs)
 	modes := fs.String("modes", "aligned,unaligned,timeout,none", "modes to run, in order (none: no checkpoints)")
 	fs.IntVar(&c.Parallelism, "parallelism", compare.DefaultParallelism, "instances of every operator")

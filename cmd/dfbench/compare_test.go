@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,14 +34,17 @@ func TestCompareFlagErrors(t *testing.T) {
 	}
 }
 
-// TestCompareJSON checks the --json shape the issue fixes, on tiny runs.
+// TestCompareJSON checks the --json shape, and the --report page, on tiny
+// runs.
 func TestCompareJSON(t *testing.T) {
 	var out, errb bytes.Buffer
+	report := filepath.Join(t.TempDir(), "report.html")
 	code := dfbench([]string{"compare", "--pipeline", "keyed-count", "--skew", "0.5", "--slow-sink", "1us",
-		"--checkpoint-interval", "20ms", "--duration", "500ms", "--keys", "100", "--json"}, &out, &errb)
+		"--checkpoint-interval", "20ms", "--duration", "500ms", "--keys", "100", "--json", "--report", report}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
+	checkReport(t, report, []string{"aligned", "unaligned", "timeout"})
 	var r struct {
 		Pipeline string                       `json:"pipeline"`
 		Modes    []map[string]json.RawMessage `json:"modes"`
@@ -72,6 +77,35 @@ func TestCompareJSON(t *testing.T) {
 					t.Errorf("%s: %s lacks %s", name, k, p)
 				}
 			}
+		}
+	}
+}
+
+// checkReport checks the HTML report at path: both duration charts, a
+// timeline and a profile table for each mode, and nothing that would make a
+// browser fetch or run anything.
+func checkReport(t *testing.T, path string, modes []string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	want := []string{`<svg id="durations-cdf"`, `<svg id="durations-time"`}
+	for _, m := range modes {
+		want = append(want, `<h2 id="mode-`+m+`">`, `<svg id="timeline-`+m+`"`)
+	}
+	for _, w := range want {
+		if !strings.Contains(page, w) {
+			t.Errorf("the report lacks %s", w)
+		}
+	}
+	if n := strings.Count(page, `<table class="frames">`); n != len(modes) {
+		t.Errorf("%d profile tables, want one per mode (%d)", n, len(modes))
+	}
+	for _, bad := range []string{"<script", "<link", " src=", "@import", "url("} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the report has %q: it must be self-contained", bad)
 		}
 	}
 }
