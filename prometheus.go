@@ -20,7 +20,7 @@ import (
 //	ringflow_idle_seconds_total{operator, subtask}           time with nothing to do
 //	ringflow_watermark_lag_seconds{operator, subtask}        now less the subtask's event
 //	                                                         time (none before its first)
-//	ringflow_checkpoints_total{result}               result: completed, failed
+//	ringflow_checkpoints_total{result}               result: completed, failed, aborted
 //	ringflow_restarts_total                          restarts after a failure
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
 //	ringflow_worker_preempted_total{worker}          switched out while runnable
