@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +55,12 @@ type Config struct {
 	// others rest and worker 0 steps their tasks, leaving their cores to
 	// the rest of the process and the system (see package sched).
 	NoRest bool
+	// StallBound is the time over which a task's step is recorded as a
+	// stall, with where its time went (Job.Stalls): a diagnostic of what
+	// held processing up — preemption, page faults, a GC pause, a lock,
+	// or the step's own work. Default sched.DefaultStallBound (5ms);
+	// negative records none.
+	StallBound time.Duration
 	// HugePages backs large keyed state (a subtask's tables past 8 MiB)
 	// with transparent huge pages where the kernel offers them
 	// (madvise MADV_HUGEPAGE, Linux). At millions of keys updates then
@@ -234,6 +242,7 @@ type Job struct {
 	lastRestore RestoreReport
 	checkpoints []CheckpointStats
 	workers     []WorkerStats // summed over finished attempts
+	stalls      stallHistory  // of finished attempts
 	pool        *sched.Pool   // the running attempt's, or nil
 	channels    []channel     // the running attempt's rings, or nil
 }
@@ -281,6 +290,50 @@ func (j *Job) WorkerStats() []WorkerStats {
 		out = addWorkerStats(out, j.pool)
 	}
 	return out
+}
+
+// Stall is a task's step that took longer than Config.StallBound, with
+// where its time went (see sched.Stall).
+type Stall = sched.Stall
+
+// Stalls returns the job's latest stalls, oldest first (the last 256 over
+// its attempts), and the count of all of them by cause.
+func (j *Job) Stalls() ([]Stall, map[string]int64) {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	h := j.stalls.clone()
+	if j.pool != nil {
+		h.add(j.pool.Stalls())
+	}
+	return h.latest, h.byCause
+}
+
+// stallHistory is the stalls of a job's attempts.
+type stallHistory struct {
+	latest  []Stall
+	byCause map[string]int64
+}
+
+// keptStalls is how many of its latest stalls a job keeps.
+const keptStalls = 256
+
+func (h *stallHistory) add(latest []Stall, byCause map[string]int64) {
+	h.latest = append(h.latest, latest...)
+	if n := len(h.latest); n > keptStalls {
+		h.latest = append(h.latest[:0], h.latest[n-keptStalls:]...)
+	}
+	if h.byCause == nil {
+		h.byCause = map[string]int64{}
+	}
+	for k, v := range byCause {
+		h.byCause[k] += v
+	}
+}
+
+func (h stallHistory) clone() stallHistory {
+	c := stallHistory{latest: slices.Clone(h.latest), byCause: make(map[string]int64, len(h.byCause))}
+	maps.Copy(c.byCause, h.byCause)
+	return c
 }
 
 // addWorkerStats adds the counters of p's workers to stats, by index.

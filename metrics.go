@@ -18,6 +18,9 @@ type Metrics struct {
 	CheckpointsCompleted, CheckpointsFailed, CheckpointsAborted int
 	// Restarts counts the restarts after a failure.
 	Restarts int
+	// Stalls counts the task steps longer than Config.StallBound, by
+	// cause (see Job.Stalls).
+	Stalls map[string]int64
 	// Workers are the worker threads' scheduler counters (Job.WorkerStats).
 	Workers []WorkerStats
 	// Channels are the rings between subtasks while the job runs (none
@@ -105,6 +108,7 @@ func (j *Job) Metrics() Metrics {
 		}
 	}
 	m.Restarts = j.Restarts()
+	_, m.Stalls = j.Stalls()
 	m.Workers = j.WorkerStats()
 	j.statsMu.Lock()
 	for _, c := range j.channels {

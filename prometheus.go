@@ -22,6 +22,7 @@ import (
 //	                                                         time (none before its first)
 //	ringflow_checkpoints_total{result}               result: completed, failed, aborted
 //	ringflow_restarts_total                          restarts after a failure
+//	ringflow_stalls_total{cause}                     steps over Config.StallBound (Job.Stalls)
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
 //	ringflow_worker_preempted_total{worker}          switched out while runnable
 //	ringflow_channel_queued_bytes{from, to}          a ring's fill; from and to are
@@ -64,6 +65,8 @@ var (
 		"Times a worker slept with nothing to do.", []string{"worker"}, nil)
 	descPreempted = prometheus.NewDesc("ringflow_worker_preempted_total",
 		"Times a worker's thread was switched out while it could run.", []string{"worker"}, nil)
+	descStalls = prometheus.NewDesc("ringflow_stalls_total",
+		"Task steps longer than the stall bound, by the likeliest cause.", []string{"cause"}, nil)
 	descQueued = prometheus.NewDesc("ringflow_channel_queued_bytes",
 		"Bytes written into a ring between two subtasks and not yet read.", []string{"from", "to"}, nil)
 	descCkDuration = prometheus.NewDesc("ringflow_checkpoint_duration_seconds",
@@ -117,7 +120,7 @@ type collector struct{ job *Job }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descBusy, descBackpressured, descIdle,
-		descLag, descCheckpoints, descRestarts,
+		descLag, descCheckpoints, descRestarts, descStalls,
 		descParks, descPreempted, descQueued, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
 		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
@@ -142,6 +145,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsFailed), "failed")
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsAborted), "aborted")
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(m.Restarts))
+	for cause, n := range m.Stalls {
+		ch <- prometheus.MustNewConstMetric(descStalls, prometheus.CounterValue, float64(n), cause)
+	}
 	for i, w := range m.Workers {
 		id := strconv.Itoa(i)
 		ch <- prometheus.MustNewConstMetric(descParks, prometheus.CounterValue, float64(w.Parks), id)

@@ -164,6 +164,7 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 	// NB: the rings are unmapped after this, so the metrics stop reading
 	// them first, under the same lock.
 	j.statsMu.Lock()
+	j.stalls.add(p.pool.Stalls())
 	j.workers, j.pool, j.channels = addWorkerStats(j.workers, p.pool), nil, nil
 	j.statsMu.Unlock()
 	closeErr := p.closeTasks()
@@ -223,7 +224,7 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 		}
 	}
 	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest,
-		Logger: j.cfg.Logger}
+		Logger: j.cfg.Logger, StallBound: j.cfg.StallBound}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
 		opts.BackgroundPatience = sched.PatienceFor(iv)
 	}

@@ -97,12 +97,17 @@ type Checkpoints struct {
 	}
 	hasMail atomic.Bool
 
-	snap       *SnapshotReport // taken, not yet complete
-	next       *SnapshotReport // allocated ahead for the next snapshot
-	last       uint64          // id of the last snapshot taken
-	final      uint64          // a source's final checkpoint, once triggered
-	completed  uint64          // highest checkpoint known complete
-	srcDone    bool            // a source task has read all input
+	snap      *SnapshotReport // taken, not yet complete
+	next      *SnapshotReport // allocated ahead for the next snapshot
+	last      uint64          // id of the last snapshot taken
+	final     uint64          // a source's final checkpoint, once triggered
+	completed uint64          // highest checkpoint known complete
+	// syncStep is the task's step that took the last synchronous part
+	// (of checkpoint syncID, taking syncTook), for stall notes.
+	syncStep   int64
+	syncID     uint64
+	syncTook   time.Duration
+	srcDone    bool // a source task has read all input
 	reportedEO bool
 }
 
@@ -240,6 +245,7 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctxs[i].Operator, Subtask: t.Ctxs[i].Subtask, State: s})
 	}
 	r.SyncDuration = time.Since(start)
+	t.Checkpoints.syncStep, t.Checkpoints.syncID, t.Checkpoints.syncTook = t.steps, id, r.SyncDuration
 	t.Checkpoints.snap = r
 	t.Checkpoints.last = id
 	return nil

@@ -5,6 +5,19 @@ import (
 	"strings"
 )
 
+// TaskName names the task ("count#1"), for the scheduler's stall records.
+func (t *Task) TaskName() string { return t.Name }
+
+// StallNote says, for the scheduler's record of a stall in the task's last
+// step, whether that step took a checkpoint's synchronous part, and how
+// long the part took.
+func (t *Task) StallNote() string {
+	if c := t.Checkpoints; c != nil && c.syncStep == t.steps && c.syncStep != 0 {
+		return fmt.Sprintf("checkpoint %d: synchronous part %v", c.syncID, c.syncTook)
+	}
+	return ""
+}
+
 // String describes the task's state, for stall reports and debugging.
 func (t *Task) String() string {
 	var b strings.Builder

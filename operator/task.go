@@ -133,6 +133,8 @@ var _ sched.Task = (*Task)(nil)
 
 // Open opens every operator of the chain, head first.
 func (t *Task) Open() error {
+	// NB: its time is split from now: until its first step it is idle.
+	t.lastStep = time.Now()
 	t.wm = MinWatermark
 	t.live = len(t.Inputs)
 	if t.Opts.Quantum == 0 {
@@ -164,6 +166,9 @@ func (t *Task) Open() error {
 
 // Close closes every operator, head first, and returns the first error.
 func (t *Task) Close() error {
+	// NB: the task's time is split up to now: after its last step it
+	// stayed in the state that step left it in.
+	t.account(time.Now())
 	var errs []error
 	if t.Source != nil {
 		if err := t.Source.Close(); err != nil {

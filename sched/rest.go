@@ -138,7 +138,7 @@ func (w *Worker) pollGuests(now time.Time) (progress, backlog bool, err error) {
 		if !g.guest() || !g.held.CompareAndSwap(false, true) {
 			continue
 		}
-		got, behind, err := g.poll(now)
+		got, behind, err := g.poll(now, w)
 		g.held.Store(false)
 		if err != nil {
 			return false, false, err

@@ -79,6 +79,10 @@ type Options struct {
 	// Logger receives the pool's reports (the stall report of
 	// RINGFLOW_DEBUG_STALL); slog.Default() when nil.
 	Logger *slog.Logger
+	// StallBound is the step time over which a step is recorded as a
+	// stall, with where its time went (see Stall and Pool.Stalls);
+	// DefaultStallBound when 0, none recorded when negative.
+	StallBound time.Duration
 }
 
 // Pool is a set of workers running a fixed set of tasks.
@@ -94,6 +98,7 @@ type Pool struct {
 	logger  *slog.Logger
 	// patience is Options.BackgroundPatience, defaulted.
 	patience time.Duration
+	stalls   stallLog
 
 	mu struct {
 		sync.Mutex
@@ -130,7 +135,11 @@ func New(opts Options) (*Pool, error) {
 		p.cpus = cpus
 	}
 	for i := range n {
-		p.workers = append(p.workers, &Worker{pool: p, id: i})
+		w := &Worker{pool: p, id: i, stallBound: stallBoundOf(opts.StallBound)}
+		if w.stallBound > 0 {
+			w.stallCounters = newCounterReader()
+		}
+		p.workers = append(p.workers, w)
 	}
 	return p, nil
 }

@@ -30,6 +30,13 @@ type Worker struct {
 	live []Task      // the tasks not yet Done; under held
 	done atomic.Bool // live is empty
 
+	// Stalls (see stall.go): steps longer than stallBound are recorded
+	// with the counters read since stallBase, which the thread reads
+	// every stallBound/stallReads of its rounds.
+	stallBound    time.Duration
+	stallBase     Counters
+	stallCounters *counterReader
+
 	// The worker's thread publishes where it is, for peers deciding
 	// whether it is away: seen is when it last went round its loop;
 	// parked is set while it sleeps on its doorbell, until wakeAt at the
@@ -128,6 +135,9 @@ func (w *Worker) run() {
 		defer unpin()
 	}
 	defer w.closeBackground()
+	if w.stallCounters != nil {
+		defer w.stallCounters.close()
+	}
 	// NB: the thread may have run other goroutines before; count from here.
 	w.preemptBase = max(affinity.Preemptions(), 0)
 	defer func() { w.notePreemptions(time.Now()) }()
@@ -156,6 +166,9 @@ func (w *Worker) run() {
 		w.seen.Store(sinceEpoch(now))
 		if now.Sub(w.preemptAt) >= preemptCheck {
 			w.notePreemptions(now)
+		}
+		if w.stallBound > 0 && now.Sub(w.stallBase.At) >= w.stallBound/stallReads {
+			w.stallCounters.read(&w.stallBase, now)
 		}
 		if w.roundBacklog {
 			w.backlogNs.Store(w.backlogNs.Load() + int64(now.Sub(w.roundStart)))
@@ -191,7 +204,7 @@ func (w *Worker) run() {
 				continue
 			}
 		}
-		progress, backlog, err := w.poll(now)
+		progress, backlog, err := w.poll(now, w)
 		if err == nil && w.hosting() {
 			var got, behind bool
 			got, behind, err = w.pollGuests(now)
@@ -291,7 +304,7 @@ func (w *Worker) steal(now time.Time) bool {
 		if p == w || !p.away(now) || !p.held.CompareAndSwap(false, true) {
 			continue
 		}
-		got, _, err := p.poll(now)
+		got, _, err := p.poll(now, w)
 		if got && p.parked.Load() {
 			// Its announcements on the rings may no longer say what the
 			// tasks wait for; it re-polls and announces anew.
@@ -359,12 +372,22 @@ func (w *Worker) tasksReady(now time.Time) bool {
 
 // poll steps every live task once and drops the ones that are done; it
 // reports whether any made progress and whether any was Backlogged. The
-// caller holds the tasks' lock.
-func (w *Worker) poll(now time.Time) (progress, backlog bool, err error) {
+// caller holds the tasks' lock; by is the worker whose thread runs the
+// steps (w, or a peer taking over), which times them for stalls.
+func (w *Worker) poll(now time.Time, by *Worker) (progress, backlog bool, err error) {
+	start := now
 	for i := 0; i < len(w.live); {
-		st, err := step(w.live[i], now)
+		t := w.live[i]
+		st, err := step(t, now)
 		if err != nil {
 			return false, false, err
+		}
+		if by.stallBound > 0 {
+			end := time.Now()
+			if d := end.Sub(start); d > by.stallBound {
+				by.recordStall(t, d, end)
+			}
+			start = end
 		}
 		switch st {
 		case Done:

@@ -42,6 +42,9 @@ type Config struct {
 	// NoRest keeps every ringflow worker on its own tasks whatever the
 	// load (ringflow.Config.NoRest).
 	NoRest bool
+	// StallBound is ringflow.Config.StallBound: steps longer than it are
+	// recorded as stalls (Result.Stalls).
+	StallBound time.Duration
 	// HugePages backs ringflow's large keyed state with transparent huge
 	// pages (ringflow.Config.HugePages).
 	HugePages bool
@@ -221,6 +224,10 @@ type Result struct {
 	// Workers are the ringflow job's per-worker scheduler statistics
 	// (Job.WorkerStats); empty for the baseline.
 	Workers []ringflow.WorkerStats `json:"-"`
+	// Stalls are the ringflow job's latest stalls and StallCounts the
+	// count of all by cause (Job.Stalls).
+	Stalls      []ringflow.Stall `json:"-"`
+	StallCounts map[string]int64 `json:"-"`
 	// Windows splits the latency by checkpoint window in a ringflow run
 	// with Config.CheckpointWindows; nil otherwise.
 	Windows *WindowLatency `json:"checkpoint_windows,omitempty"`

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
@@ -124,6 +126,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
 	fs.BoolVar(&c.HugePages, "huge-pages", false, "back ringflow's large keyed state with transparent huge pages (Linux; faster at millions of keys)")
+	fs.DurationVar(&c.StallBound, "stall-bound", 0, "record ringflow steps longer than this as stalls, with where their time went (0: 5ms; negative: none)")
 	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
@@ -276,7 +279,32 @@ type runJSON struct {
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
 	Checkpoints   *ckSummary    `json:"checkpoints"`                  // null without checkpoints
 	Workers       []workerJSON  `json:"workers"`                      // ringflow's worker threads
+	Stalls        *stallsJSON   `json:"stalls,omitempty"`             // ringflow's steps over --stall-bound
 	Windows       *windowsJSON  `json:"checkpoint_windows,omitempty"` // with --checkpoint-windows
+}
+
+// stallsJSON sums up the ringflow job's stalls (Job.Stalls): the count by
+// cause and the latest ones described (sched.Stall.String), the longest
+// first.
+type stallsJSON struct {
+	ByCause map[string]int64 `json:"by_cause"`
+	Latest  []string         `json:"latest"`
+}
+
+// stallsShown is how many stalls the output describes.
+const stallsShown = 10
+
+func stallsJSONOf(e pipelines.Result) *stallsJSON {
+	if e.StallCounts == nil {
+		return nil
+	}
+	latest := slices.Clone(e.Stalls)
+	slices.SortStableFunc(latest, func(a, b ringflow.Stall) int { return cmp.Compare(b.Duration, a.Duration) })
+	out := &stallsJSON{ByCause: e.StallCounts, Latest: []string{}}
+	for _, s := range latest[:min(len(latest), stallsShown)] {
+		out.Latest = append(out.Latest, s.String())
+	}
+	return out
 }
 
 // windowsJSON is the latency of a --checkpoint-windows run by kind of
@@ -318,6 +346,7 @@ func runJSONOf(c pipelines.Config, e pipelines.Result, base *pipelines.Result) r
 		out.Workers = append(out.Workers, workerJSON{Parks: w.Parks, Stolen: w.Stolen,
 			Rests: w.Rests, RestedMs: float64(w.Rested) / 1e6, Preempted: w.Preempted})
 	}
+	out.Stalls = stallsJSONOf(e)
 	if base != nil {
 		out.Baseline = &baselineJSON{RecordsPerSec: base.RecordsPerSec, Latency: latencyJSONOf(base.Latency)}
 	}
@@ -386,7 +415,25 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 			fmt.Fprintf(w, "outputs: %s (ringflow checksum %#x, chan %#x)\n", same, e.Checksum, base.Checksum)
 		}
 	}
+	printStalls(w, e)
 	return printCheckpoints(w, c, e)
+}
+
+// printStalls prints the count of the ringflow job's stalls by cause and
+// the longest.
+func printStalls(w io.Writer, e pipelines.Result) {
+	s := stallsJSONOf(e)
+	if s == nil || len(s.ByCause) == 0 {
+		return
+	}
+	causes := slices.Sorted(maps.Keys(s.ByCause))
+	var parts []string
+	var n int64
+	for _, c := range causes {
+		parts = append(parts, fmt.Sprintf("%s %d", c, s.ByCause[c]))
+		n += s.ByCause[c]
+	}
+	fmt.Fprintf(w, "stalls (steps over the stall bound): %d: %s\n  longest: %s\n", n, strings.Join(parts, ", "), s.Latest[0])
 }
 
 // progressBar returns a Progress function drawing a bar labelled with the

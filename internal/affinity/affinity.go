@@ -139,3 +139,23 @@ func ThreadPolicy() (Policy, error) {
 	}
 	return Policy{Batch: attr.Policy == unix.SCHED_BATCH, Nice: int(attr.Nice), Slice: time.Duration(attr.Runtime)}, nil
 }
+
+// Usage is what the kernel counted for a thread: its CPU time, page faults
+// and context switches.
+type Usage struct {
+	CPU                      time.Duration // user and system
+	MinorFaults, MajorFaults int64
+	Voluntary, Involuntary   int64
+}
+
+// ThreadUsage returns the calling OS thread's Usage (getrusage
+// RUSAGE_THREAD, ~0.25µs here); zero if it cannot be read.
+func ThreadUsage() Usage {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return Usage{}
+	}
+	tv := func(t unix.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return Usage{CPU: tv(ru.Utime) + tv(ru.Stime), MinorFaults: ru.Minflt, MajorFaults: ru.Majflt,
+		Voluntary: ru.Nvcsw, Involuntary: ru.Nivcsw}
+}

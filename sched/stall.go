@@ -1,0 +1,335 @@
+package sched
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ringflow/ringflow/internal/affinity"
+)
+
+// A stall is a task step that took longer than the pool's stall bound
+// (Options.StallBound). The worker that ran it records where the time went:
+// it compares what its thread and the Go runtime had counted shortly
+// before the step began (Counters, read every StallBound/4 of its rounds)
+// with what they count when the step ends, and classifies the difference
+// (classifyStall, a pure rule with golden scenarios in testdata/stall). The
+// counters cost two reads, ~0.4µs, per quarter bound; the step's end one
+// clock read.
+
+// Counters are what a thread, and the Go runtime for the whole process, had
+// counted at one instant.
+type Counters struct {
+	At time.Time
+	// The thread's CPU time and the time it was runnable but waiting for
+	// a core (Linux's schedstat: exact; without it, CPU is getrusage's
+	// and RunDelay unknown, -1), and its page faults and context
+	// switches (getrusage RUSAGE_THREAD).
+	CPU, RunDelay            time.Duration
+	MinorFaults, MajorFaults int64
+	Voluntary, Involuntary   int64
+	// The process's garbage collections: cycles begun, CPU time in
+	// stop-the-world pauses (the pause's wall time on every P), CPU time
+	// mutators spent assisting the marking, and time goroutines waited on
+	// sync.Mutex and RWMutex.
+	GCCycles  uint64
+	GCPause   time.Duration
+	GCAssist  time.Duration
+	MutexWait time.Duration
+}
+
+// counterSamples are the runtime metrics Counters reads, in its order.
+var counterSamples = [...]string{
+	"/gc/cycles/total:gc-cycles",
+	"/cpu/classes/gc/pause:cpu-seconds",
+	"/cpu/classes/gc/mark/assist:cpu-seconds",
+	"/sync/mutex/wait/total:seconds",
+}
+
+// counterReader reads Counters on one thread; its buffer is its own, and
+// so is the thread's schedstat file, opened at its first read.
+type counterReader struct {
+	samples   []metrics.Sample
+	schedstat *os.File
+	opened    bool
+	buf       [128]byte
+}
+
+func newCounterReader() *counterReader {
+	r := &counterReader{samples: make([]metrics.Sample, len(counterSamples))}
+	for i, name := range counterSamples {
+		r.samples[i].Name = name
+	}
+	return r
+}
+
+// read fills c with the calling thread's counters now.
+func (r *counterReader) read(c *Counters, now time.Time) {
+	u := affinity.ThreadUsage()
+	c.At, c.CPU, c.RunDelay = now, u.CPU, -1
+	if cpu, delay, ok := r.readSchedstat(); ok {
+		c.CPU, c.RunDelay = cpu, delay
+	}
+	c.MinorFaults, c.MajorFaults, c.Voluntary, c.Involuntary = u.MinorFaults, u.MajorFaults, u.Voluntary, u.Involuntary
+	metrics.Read(r.samples)
+	c.GCCycles = uint64Of(r.samples[0])
+	c.GCPause = secondsOf(r.samples[1])
+	c.GCAssist = secondsOf(r.samples[2])
+	c.MutexWait = secondsOf(r.samples[3])
+}
+
+// readSchedstat reads the calling thread's time on a core and time
+// waiting for one (/proc/thread-self/schedstat, in nanoseconds; ~1µs with
+// the file kept open). The file is opened on the thread the reader is
+// used on: a worker's, which it is locked to.
+func (r *counterReader) readSchedstat() (cpu, delay time.Duration, ok bool) {
+	if !r.opened {
+		r.opened = true
+		r.schedstat, _ = os.Open("/proc/thread-self/schedstat")
+	}
+	if r.schedstat == nil {
+		return 0, 0, false
+	}
+	n, err := r.schedstat.ReadAt(r.buf[:], 0)
+	if err != nil && n == 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(r.buf[:n]))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	run, err1 := strconv.ParseInt(f[0], 10, 64)
+	wait, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(run), time.Duration(wait), true
+}
+
+// close releases the reader's file.
+func (r *counterReader) close() {
+	if r.schedstat != nil {
+		r.schedstat.Close()
+	}
+}
+
+func uint64Of(s metrics.Sample) uint64 {
+	if s.Value.Kind() == metrics.KindUint64 {
+		return s.Value.Uint64()
+	}
+	return 0
+}
+
+func secondsOf(s metrics.Sample) time.Duration {
+	if s.Value.Kind() == metrics.KindFloat64 {
+		return time.Duration(s.Value.Float64() * float64(time.Second))
+	}
+	return 0
+}
+
+// Stall describes one step that took longer than the stall bound, and what
+// the thread and the runtime counted around it.
+type Stall struct {
+	At       time.Time     // when the step ended
+	Duration time.Duration // the step's wall time
+	Worker   int
+	// Task names the task the step was of, and Note what it did that a
+	// reader wants to know (a checkpoint's synchronous part), if it says.
+	Task, Note string
+	// Cause is the likeliest place the time went: "preempted" (the
+	// thread was runnable but off its core), "blocked" (it slept: a
+	// system call, a page fault read from disk, a futex), "page faults",
+	// "gc pause", "gc assist", "lock", or "running" (the step's own
+	// work on the CPU).
+	Cause string
+	// The window the counters cover: from shortly before the step began
+	// until it ended; and what was counted in it.
+	Window time.Duration
+	// OffCPU is Window less the thread's CPU time; Waiting the part of it
+	// the thread was runnable, waiting for a core (-1: unknown).
+	OffCPU, Waiting          time.Duration
+	MinorFaults, MajorFaults int64
+	Voluntary, Involuntary   int64
+	GCCycles                 uint64
+	GCPause, GCAssist        time.Duration
+	MutexWait                time.Duration
+}
+
+func (s Stall) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v step of %s on worker %d: %s", s.Duration.Round(time.Microsecond), s.Task, s.Worker, s.Cause)
+	if s.Note != "" {
+		b.WriteString(" (" + s.Note + ")")
+	}
+	waiting := "unknown"
+	if s.Waiting >= 0 {
+		waiting = s.Waiting.Round(time.Microsecond).String()
+	}
+	fmt.Fprintf(&b, "; in %v: off cpu %v (waiting for a core %s), faults %d minor %d major, switches %d involuntary %d voluntary",
+		s.Window.Round(time.Microsecond), s.OffCPU.Round(time.Microsecond), waiting, s.MinorFaults, s.MajorFaults,
+		s.Involuntary, s.Voluntary)
+	if s.GCCycles > 0 || s.GCPause > 0 || s.GCAssist > 0 {
+		fmt.Fprintf(&b, ", gc %d cycles pause %v assist %v", s.GCCycles, s.GCPause.Round(time.Microsecond),
+			s.GCAssist.Round(time.Microsecond))
+	}
+	if s.MutexWait > 0 {
+		fmt.Fprintf(&b, ", mutex wait %v", s.MutexWait.Round(time.Microsecond))
+	}
+	return b.String()
+}
+
+// classifyStall describes a step of duration d from the counters read
+// before it began and after it ended, on its thread. procs is GOMAXPROCS:
+// a stop-the-world pause counts its wall time once per P.
+//
+// A cause must explain at least half of d. The process's own events come
+// first, the largest of them: a GC pause, GC assist, a wait on a lock
+// (charged to the step up to d; they say why a thread slept or ran slow).
+// Then the thread's time off its core: waiting, runnable, for a core is
+// preemption; the rest of it a sleep (with a major page fault, the fault's
+// read). Without the wait's measure (no schedstat), an involuntary switch
+// with no voluntary one names preemption, a voluntary one a sleep.
+// Otherwise the step was running its own work, and what else was counted
+// is listed with it.
+func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
+	s := Stall{Duration: d, At: after.At, Window: after.At.Sub(before.At),
+		MinorFaults: after.MinorFaults - before.MinorFaults, MajorFaults: after.MajorFaults - before.MajorFaults,
+		Voluntary: after.Voluntary - before.Voluntary, Involuntary: after.Involuntary - before.Involuntary,
+		GCCycles: after.GCCycles - before.GCCycles, GCPause: after.GCPause - before.GCPause,
+		GCAssist: after.GCAssist - before.GCAssist, MutexWait: after.MutexWait - before.MutexWait, Waiting: -1}
+	s.OffCPU = max(s.Window-(after.CPU-before.CPU), 0)
+	if before.RunDelay >= 0 && after.RunDelay >= 0 {
+		s.Waiting = min(after.RunDelay-before.RunDelay, s.OffCPU)
+	}
+	explains := func(t time.Duration) bool { return 2*min(t, d) >= d }
+	s.Cause = "running"
+	var best time.Duration
+	for _, c := range []struct {
+		cause string
+		t     time.Duration
+	}{
+		{"gc pause", s.GCPause / time.Duration(max(procs, 1))},
+		{"gc assist", s.GCAssist},
+		{"lock", s.MutexWait},
+	} {
+		if explains(c.t) && min(c.t, d) > best {
+			s.Cause, best = c.cause, min(c.t, d)
+		}
+	}
+	if best > 0 {
+		return s
+	}
+	sleep := s.OffCPU - max(s.Waiting, 0)
+	switch {
+	case s.Waiting >= 0 && explains(s.Waiting) && s.Waiting >= sleep:
+		s.Cause = "preempted"
+	case s.Waiting >= 0 && explains(sleep):
+		s.Cause = "blocked"
+		if s.MajorFaults > 0 {
+			s.Cause = "page faults"
+		}
+	case s.Waiting >= 0 || !explains(s.OffCPU):
+	case s.MajorFaults > 0:
+		s.Cause = "page faults"
+	case s.Voluntary > 0:
+		s.Cause = "blocked"
+	case s.Involuntary > 0:
+		s.Cause = "preempted"
+	}
+	return s
+}
+
+// DefaultStallBound is Options.StallBound's default: a step bounded to
+// about a millisecond (see the task's step bound) that takes five has lost
+// most of that time to something other than its work.
+const DefaultStallBound = 5 * time.Millisecond
+
+// stallReads is how many times per stall bound a working thread reads its
+// counters: a stall's window starts at most a quarter bound before it.
+const stallReads = 4
+
+func stallBoundOf(b time.Duration) time.Duration {
+	switch {
+	case b == 0:
+		return DefaultStallBound
+	case b < 0:
+		return 0
+	}
+	return b
+}
+
+// TaskNamer is implemented by a task that has a name for stall records;
+// others are named by their type.
+type TaskNamer interface {
+	TaskName() string
+}
+
+// StallNoter is implemented by a task that can say what its last step did
+// that matters in a stall's description (a checkpoint's synchronous part).
+type StallNoter interface {
+	StallNote() string
+}
+
+// recordStall records that task t's step, which ended at end, took d, with
+// the counters of the running thread since w.stallBase.
+func (w *Worker) recordStall(t Task, d time.Duration, end time.Time) {
+	var after Counters
+	w.stallCounters.read(&after, end)
+	s := classifyStall(d, w.stallBase, after, runtime.GOMAXPROCS(0))
+	w.stallBase = after
+	s.Worker, s.Task = w.id, fmt.Sprintf("%T", t)
+	if n, ok := t.(TaskNamer); ok {
+		s.Task = n.TaskName()
+	}
+	if n, ok := t.(StallNoter); ok {
+		s.Note = n.StallNote()
+	}
+	w.pool.stalls.add(s)
+	w.pool.logger.Debug("sched: stall", "worker", w.id, "task", s.Task, "duration", d, "cause", s.Cause,
+		"detail", s.String())
+}
+
+// stallLog keeps the pool's latest stalls and counts all of them by cause.
+type stallLog struct {
+	mu      sync.Mutex
+	latest  []Stall // a ring of the last keptStalls
+	next    int
+	byCause map[string]int64
+}
+
+// keptStalls is how many of the latest stalls a pool keeps.
+const keptStalls = 256
+
+func (l *stallLog) add(s Stall) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byCause == nil {
+		l.byCause = map[string]int64{}
+	}
+	l.byCause[s.Cause]++
+	if len(l.latest) < keptStalls {
+		l.latest = append(l.latest, s)
+		return
+	}
+	l.latest[l.next] = s
+	l.next = (l.next + 1) % keptStalls
+}
+
+// Stalls returns the pool's latest stalls, oldest first (at most
+// keptStalls), and the count of all of them by cause.
+func (p *Pool) Stalls() ([]Stall, map[string]int64) {
+	l := &p.stalls
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append(append([]Stall(nil), l.latest[l.next:]...), l.latest[:l.next]...)
+	counts := make(map[string]int64, len(l.byCause))
+	for k, v := range l.byCause {
+		counts[k] = v
+	}
+	return out, counts
+}
