@@ -289,9 +289,9 @@ func (w *Worker) recordStall(t Task, d time.Duration, end time.Time) {
 	if n, ok := t.(StallNoter); ok {
 		s.Note = n.StallNote()
 	}
+	// NB: recorded, not logged: on a busy host stalls come by the
+	// hundred, and Job.Stalls and the metrics sum them up.
 	w.pool.stalls.add(s)
-	w.pool.logger.Debug("sched: stall", "worker", w.id, "task", s.Task, "duration", d, "cause", s.Cause,
-		"detail", s.String())
 }
 
 // stallLog keeps the pool's latest stalls and counts all of them by cause.
