@@ -279,7 +279,7 @@ type runJSON struct {
 	Baseline      *baselineJSON `json:"baseline,omitempty"`
 	Checkpoints   *ckSummary    `json:"checkpoints"`                  // null without checkpoints
 	Workers       []workerJSON  `json:"workers"`                      // ringflow's worker threads
-	Stalls        *stallsJSON   `json:"stalls,omitempty"`             // ringflow's steps over --stall-bound
+	Stalls        stallsJSON    `json:"stalls"`                       // ringflow's steps over --stall-bound
 	Windows       *windowsJSON  `json:"checkpoint_windows,omitempty"` // with --checkpoint-windows
 }
 
@@ -294,13 +294,11 @@ type stallsJSON struct {
 // stallsShown is how many stalls the output describes.
 const stallsShown = 10
 
-func stallsJSONOf(e pipelines.Result) *stallsJSON {
-	if e.StallCounts == nil {
-		return nil
-	}
+func stallsJSONOf(e pipelines.Result) stallsJSON {
 	latest := slices.Clone(e.Stalls)
 	slices.SortStableFunc(latest, func(a, b ringflow.Stall) int { return cmp.Compare(b.Duration, a.Duration) })
-	out := &stallsJSON{ByCause: e.StallCounts, Latest: []string{}}
+	out := stallsJSON{ByCause: map[string]int64{}, Latest: []string{}}
+	maps.Copy(out.ByCause, e.StallCounts)
 	for _, s := range latest[:min(len(latest), stallsShown)] {
 		out.Latest = append(out.Latest, s.String())
 	}
@@ -423,7 +421,7 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 // the longest.
 func printStalls(w io.Writer, e pipelines.Result) {
 	s := stallsJSONOf(e)
-	if s == nil || len(s.ByCause) == 0 {
+	if len(s.ByCause) == 0 {
 		return
 	}
 	causes := slices.Sorted(maps.Keys(s.ByCause))

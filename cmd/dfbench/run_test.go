@@ -53,7 +53,7 @@ func TestRunFlagErrors(t *testing.T) {
 // lists, with the baseline only when asked for, and the ones added since
 // (checkpoints, cpu_seconds, workers).
 func TestRunJSON(t *testing.T) {
-	top := []string{"checkpoints", "cpu_seconds", "latency_us", "pipeline", "records", "records_per_sec", "seconds", "workers"}
+	top := []string{"checkpoints", "cpu_seconds", "latency_us", "pipeline", "records", "records_per_sec", "seconds", "stalls", "workers"}
 	for _, base := range []bool{false, true} {
 		args := []string{"run", "--pipeline", "window", "--records", "5000", "--keys", "50", "--json"}
 		want := top
