@@ -96,6 +96,10 @@ func (c *Control) stopSource(s *engineSource) {
 	}
 }
 
+// InjectedMark is in the panic message of every failure Control.Fail
+// injects, and so in the job's error and log lines about it.
+const InjectedMark = "injected on demand (Control.Fail)"
+
 func injectedFailure(n int64) string {
-	return fmt.Sprintf("dfbench: failure %d injected on demand (Control.Fail)", n)
+	return fmt.Sprintf("dfbench: failure %d %s", n, InjectedMark)
 }

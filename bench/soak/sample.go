@@ -3,6 +3,7 @@ package soak
 import (
 	"bufio"
 	"io"
+	"math"
 	"strconv"
 	"time"
 )
@@ -28,11 +29,13 @@ type Sample struct {
 }
 
 // column is one column of the CSV. A level is summed up in the summary;
-// the others (time, ids, counters) are not.
+// the others (time, ids, counters) are not. Its values are written rounded
+// to digits decimals.
 type column struct {
-	name  string
-	level bool
-	value func(*Sample) float64
+	name   string
+	level  bool
+	digits int
+	value  func(*Sample) float64
 }
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
@@ -41,35 +44,35 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // columns are the CSV's columns, in order; the package doc says what each
 // holds.
 var columns = []column{
-	{"t_s", false, func(s *Sample) float64 { return s.At.Seconds() }},
-	{"child", false, func(s *Sample) float64 { return float64(s.Child) }},
-	{"rss_bytes", true, func(s *Sample) float64 { return float64(s.RSS.Total) }},
-	{"rss_anon_bytes", true, func(s *Sample) float64 { return float64(s.RSS.Anon) }},
-	{"rss_file_bytes", true, func(s *Sample) float64 { return float64(s.RSS.File) }},
-	{"rss_shmem_bytes", true, func(s *Sample) float64 { return float64(s.RSS.Shmem) }},
-	{"heap_live_bytes", true, func(s *Sample) float64 { return float64(s.Runtime.HeapLiveBytes) }},
-	{"heap_objects_bytes", true, func(s *Sample) float64 { return float64(s.Runtime.HeapObjectsBytes) }},
-	{"go_held_bytes", true, func(s *Sample) float64 { return float64(s.Runtime.GoHeldBytes) }},
-	{"gc_cycles", true, func(s *Sample) float64 { return float64(s.Runtime.GCCycles) }},
-	{"gc_pauses", true, func(s *Sample) float64 { return float64(s.Runtime.GCPauses) }},
-	{"gc_pause_max_us", true, func(s *Sample) float64 { return us(s.Runtime.GCPauseMax) }},
-	{"gc_assist_ms", true, func(s *Sample) float64 { return ms(s.Runtime.GCAssist) }},
-	{"state_bytes", true, func(s *Sample) float64 { return float64(s.State.Bytes) }},
-	{"state_files", true, func(s *Sample) float64 { return float64(s.State.Files) }},
-	{"sink_bytes", true, func(s *Sample) float64 { return float64(s.Sink.Bytes) }},
-	{"sink_files", true, func(s *Sample) float64 { return float64(s.Sink.Files) }},
-	{"ck_completed", false, func(s *Sample) float64 { return float64(s.CheckpointsCompleted) }},
-	{"ck_failed", false, func(s *Sample) float64 { return float64(s.CheckpointsFailed) }},
-	{"ck_last_id", false, func(s *Sample) float64 { return float64(s.Last.ID) }},
-	{"ck_last_duration_ms", true, func(s *Sample) float64 { return ms(s.Last.Duration) }},
-	{"ck_last_sync_max_us", true, func(s *Sample) float64 { return us(s.Last.SyncMax) }},
-	{"ck_last_bytes", true, func(s *Sample) float64 { return float64(s.Last.BytesWritten) }},
-	{"records_per_s", true, func(s *Sample) float64 { return s.RecordsPerSec }},
-	{"latency_p99_us", true, func(s *Sample) float64 { return us(s.LatencyP99) }},
-	{"latency_samples", false, func(s *Sample) float64 { return float64(s.LatencySamples) }},
-	{"restarts", false, func(s *Sample) float64 { return float64(s.Restarts) }},
-	{"failures", false, func(s *Sample) float64 { return float64(s.Failures) }},
-	{"kills", false, func(s *Sample) float64 { return float64(s.Kills) }},
+	{"t_s", false, 3, func(s *Sample) float64 { return s.At.Seconds() }},
+	{"child", false, 0, func(s *Sample) float64 { return float64(s.Child) }},
+	{"rss_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Total) }},
+	{"rss_anon_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Anon) }},
+	{"rss_file_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.File) }},
+	{"rss_shmem_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Shmem) }},
+	{"heap_live_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.HeapLiveBytes) }},
+	{"heap_objects_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.HeapObjectsBytes) }},
+	{"go_held_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GoHeldBytes) }},
+	{"gc_cycles", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GCCycles) }},
+	{"gc_pauses", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GCPauses) }},
+	{"gc_pause_max_us", true, 1, func(s *Sample) float64 { return us(s.Runtime.GCPauseMax) }},
+	{"gc_assist_ms", true, 3, func(s *Sample) float64 { return ms(s.Runtime.GCAssist) }},
+	{"state_bytes", true, 0, func(s *Sample) float64 { return float64(s.State.Bytes) }},
+	{"state_files", true, 0, func(s *Sample) float64 { return float64(s.State.Files) }},
+	{"sink_bytes", true, 0, func(s *Sample) float64 { return float64(s.Sink.Bytes) }},
+	{"sink_files", true, 0, func(s *Sample) float64 { return float64(s.Sink.Files) }},
+	{"ck_completed", false, 0, func(s *Sample) float64 { return float64(s.CheckpointsCompleted) }},
+	{"ck_failed", false, 0, func(s *Sample) float64 { return float64(s.CheckpointsFailed) }},
+	{"ck_last_id", false, 0, func(s *Sample) float64 { return float64(s.Last.ID) }},
+	{"ck_last_duration_ms", true, 3, func(s *Sample) float64 { return ms(s.Last.Duration) }},
+	{"ck_last_sync_max_us", true, 1, func(s *Sample) float64 { return us(s.Last.SyncMax) }},
+	{"ck_last_bytes", true, 0, func(s *Sample) float64 { return float64(s.Last.BytesWritten) }},
+	{"records_per_s", true, 0, func(s *Sample) float64 { return s.RecordsPerSec }},
+	{"latency_p99_us", true, 1, func(s *Sample) float64 { return us(s.LatencyP99) }},
+	{"latency_samples", false, 0, func(s *Sample) float64 { return float64(s.LatencySamples) }},
+	{"restarts", false, 0, func(s *Sample) float64 { return float64(s.Restarts) }},
+	{"failures", false, 0, func(s *Sample) float64 { return float64(s.Failures) }},
+	{"kills", false, 0, func(s *Sample) float64 { return float64(s.Kills) }},
 }
 
 // Header returns the CSV's header line, without its newline.
@@ -107,14 +110,15 @@ func (c *CSV) Write(s *Sample) error {
 	return c.w.Flush()
 }
 
-// AppendRow appends s's row, without its newline, to b: the columns'
-// values in the shortest decimal form that reads back exactly.
+// AppendRow appends s's row, without its newline, to b: each column's
+// value rounded to its digits, without trailing zeros.
 func AppendRow(b []byte, s *Sample) []byte {
 	for i, c := range columns {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendFloat(b, c.value(s), 'f', -1, 64)
+		scale := math.Pow10(c.digits)
+		b = strconv.AppendFloat(b, math.Round(c.value(s)*scale)/scale, 'f', -1, 64)
 	}
 	return b
 }

@@ -41,9 +41,9 @@ func TestCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	samples := []Sample{
-		{At: 1500 * time.Millisecond, Child: 1, RSS: RSS{Total: 123_456_789_012, Anon: 100 << 20},
+		{At: 1500*time.Millisecond + 1234, Child: 1, RSS: RSS{Total: 123_456_789_012, Anon: 100 << 20},
 			Last:       Checkpoint{ID: 7, Duration: 2500 * time.Microsecond, SyncMax: 42 * time.Microsecond},
-			LatencyP99: 250 * time.Microsecond, RecordsPerSec: 1e6, CheckpointsCompleted: 7},
+			LatencyP99: 250 * time.Microsecond, RecordsPerSec: 1e6 + 1.0/3, CheckpointsCompleted: 7},
 		{At: 2 * time.Second, Child: 2, Kills: 1, State: DirUsage{Bytes: 4096, Files: 3}},
 	}
 	for i := range samples {
