@@ -37,7 +37,8 @@
 //	rss_anon_bytes         anonymous (Go heap, stacks; RssAnon)
 //	rss_file_bytes         file-backed (binary, mapped files; RssFile)
 //	rss_shmem_bytes        shared memory (the rings; RssShmem)
-//	heap_live_bytes      Go heap marked live by the last GC (/gc/heap/live)
+//	heap_live_bytes      Go heap marked live by the last GC (/gc/heap/live; 0
+//	                     before the child's first GC)
 //	heap_objects_bytes   Go heap in objects, live and not yet swept
 //	go_held_bytes        memory the Go runtime holds from the OS: mapped and
 //	                     not released (/memory/classes/total − heap/released)
