@@ -113,11 +113,17 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	runErr := s.run(ctx)
+	if s.child != nil {
+		s.count(s.child)
+	}
 	var check *soakCheck
 	if f.verify && s.end != nil {
 		check = s.verify()
 	}
 	summary := soak.Summarize(s.samples, s.checkpoints, f.warmup)
+	// NB: the last child's counts after its last sample, while it drained,
+	// count too.
+	summary.Restarts, summary.Failures, summary.Kills = s.restarts, s.failures, s.kills
 	violations := summary.Violations(f.bounds)
 	if f.json {
 		err = json.NewEncoder(stdout).Encode(soakJSONOf(f, s, summary, check, violations))
@@ -270,6 +276,7 @@ type soakChild struct {
 	reports chan soak.Report // closed when its stdout ends
 	readErr error            // why reading its stdout ended, if not at its end; set before reports closes
 	last    soak.Report
+	counted bool // its restarts and failures are in the soaker's
 }
 
 // run runs the soak until --duration, an interrupt or a reason to end
@@ -389,17 +396,16 @@ func (s *soaker) kill() error {
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill child %d: %w", c.n, err)
 	}
+	// NB: the reports it wrote before it died take no sample: its memory
+	// is gone.
 	for rep := range c.reports {
-		if err := s.record(rep); err != nil {
-			return err
-		}
+		s.recordCheckpoints(rep)
 	}
 	if err := c.cmd.Wait(); err == nil {
 		return fmt.Errorf("child %d exited 0 before its kill, with its job unfinished", c.n)
 	}
 	s.kills++
-	s.restarts += c.last.Restarts
-	s.failures += c.last.Failures
+	s.count(c)
 	return nil
 }
 
@@ -417,14 +423,9 @@ func (s *soaker) finish() error {
 				if err := c.cmd.Wait(); err != nil || c.readErr != nil || s.end == nil {
 					return c.exited("at the end")
 				}
-				s.restarts += c.last.Restarts
-				s.failures += c.last.Failures
 				return nil
 			}
-			if err := s.record(rep); err != nil {
-				c.cmd.Process.Kill()
-				return err
-			}
+			s.recordCheckpoints(rep)
 		case <-timeout.C:
 			// NB: SIGQUIT makes a Go program write every goroutine's
 			// stack on stderr, where it tells why the job did not finish.
@@ -437,34 +438,18 @@ func (s *soaker) finish() error {
 	}
 }
 
-// record adds a child's report: its checkpoints, and a sample unless it
-// is the last report of a finished job.
+// record adds a child's report: its checkpoints and a sample.
 func (s *soaker) record(rep soak.Report) error {
 	c := s.child
 	at := time.Since(s.start)
-	for _, ck := range rep.Checkpoints {
-		ck.Child, ck.At = c.n, at
-		s.checkpoints = append(s.checkpoints, ck)
-		switch {
-		case ck.Completed():
-			s.completed++
-			s.last = ck
-		case ck.Failed():
-			s.failed++
-		}
-	}
-	c.last = rep
-	if rep.End != nil {
-		s.end = rep.End
-		return nil
-	}
+	s.recordCheckpoints(rep)
 	if rep.Restarts > rep.Failures {
 		s.endedEarly = fmt.Sprintf("child %d's job restarted %d times for %d injected failures: a task failed on its own (its stderr is above)",
 			c.n, rep.Restarts, rep.Failures)
 	}
 	rss, err := soak.ReadRSS(c.cmd.Process.Pid)
 	if err != nil {
-		return nil // NB: a killed child's last reports: it has no memory left to measure
+		return nil // NB: the child died after it wrote the report; it has no memory left to measure
 	}
 	if err := s.fold(false); err != nil {
 		return err
@@ -481,6 +466,40 @@ func (s *soaker) record(rep soak.Report) error {
 	}
 	s.progress(&sample)
 	return s.checkFree()
+}
+
+// recordCheckpoints adds a child's report without a sample: its
+// checkpoints, its counts, and the End of its job. The reports after the
+// end of the soak, while the job drains, take no sample: the soak's final
+// values are those of the job at work.
+func (s *soaker) recordCheckpoints(rep soak.Report) {
+	c := s.child
+	at := time.Since(s.start)
+	for _, ck := range rep.Checkpoints {
+		ck.Child, ck.At = c.n, at
+		s.checkpoints = append(s.checkpoints, ck)
+		switch {
+		case ck.Completed():
+			s.completed++
+			s.last = ck
+		case ck.Failed():
+			s.failed++
+		}
+	}
+	c.last = rep
+	if rep.End != nil {
+		s.end = rep.End
+	}
+}
+
+// count adds a child's restarts and failures to the soak's, once, when it
+// has ended.
+func (s *soaker) count(c *soakChild) {
+	if !c.counted {
+		s.restarts += c.last.Restarts
+		s.failures += c.last.Failures
+		c.counted = true
+	}
 }
 
 func (s *soaker) sample(rep soak.Report, at time.Duration, rss soak.RSS) (soak.Sample, error) {
