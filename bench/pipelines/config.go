@@ -107,6 +107,14 @@ type Config struct {
 	// OnJob, if set, is called with the ringflow job once it is built,
 	// before it runs (to serve its metrics, say).
 	OnJob func(*ringflow.Job)
+	// Control, if set, lets another goroutine fail the running job and
+	// end its sources (see Control); with Records = UntilStopped the run
+	// ends when it says so.
+	Control *Control
+	// LiveLatency, if set, also receives every latency sample as the sink
+	// records it, for another goroutine to Drain while the run goes on
+	// (the latency of each second of a long run, say).
+	LiveLatency *LiveHistogram
 }
 
 // Progress says how far a run has come.

@@ -139,10 +139,20 @@
 // replayed records, while the committed lines hold each record exactly
 // once.
 //
-// Config.FailAfter adds a "fail-after" map behind the (left) source that
+// Config.FailAfter adds a "fail" map behind the (left) source that
 // panics once per Run, at the first record after FailAfter it sees; with
 // Config.Restart the job then restores its latest complete checkpoint in
 // place.
+//
+// Config.Control steers a run from outside while it goes on: Control.Fail
+// makes the "fail" map panic at its next record, and Control.Stop ends
+// every source at its next read, so that the job takes its final
+// checkpoint and commits all its output; Control.Ends then says how many
+// records each source subtask generated. With Records = UntilStopped a
+// run goes on until Stop. KeyedCountOutput checks a keyed-count run's
+// committed lines against those records: every key's rolling counts 1 to
+// n, each exactly once. Config.LiveLatency receives every latency sample
+// as it is taken, for another goroutine to drain (a latency per second).
 //
 // Config.HotKeys makes the key pattern that measures incremental
 // checkpoints: records 0..Keys-1 take keys 0..Keys-1 in order (every key

@@ -16,7 +16,7 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 		MaxParallelism: MaxParallelism, NoPin: c.NoPin, NoSteal: c.NoSteal, NoRest: c.NoRest, StallBound: c.StallBound, HugePages: c.HugePages, Checkpoint: c.Checkpoint, Restart: c.Restart})
 	key := func(r Record) uint64 { return r.Key }
 	windows := ringflow.TumblingWindows(windowSizeMs * time.Millisecond)
-	fail := &failInjector{after: c.FailAfter}
+	fail := &failInjector{after: c.FailAfter, control: c.Control}
 	switch c.Pipeline {
 	case "passthrough":
 		src := fail.wrap(ringflow.Source(job, "source", newEngineSource(c, seedMain, produced, 0)))
@@ -123,23 +123,32 @@ func sinkInto[T any](s ringflow.Stream[T], sinks *lanes, digest func(*T) uint64,
 	})
 }
 
-// failInjector is the operator Config.FailAfter adds behind the (left)
-// source: it panics, which fails its task, at the first record after
-// `after` it sees in one Run, and never again in that Run.
+// failInjector is the "fail" operator that Config.FailAfter and
+// Config.Control add behind the (left) source: it panics, which fails its
+// task, at the first record after `after` it sees in one Run (and never
+// again in that Run), and at the first record after each Control.Fail.
 type failInjector struct {
-	after  uint64
-	seen   atomic.Uint64
-	failed atomic.Bool
+	after   uint64
+	seen    atomic.Uint64
+	failed  atomic.Bool
+	control *Control
 }
 
 // wrap returns s, behind the failing operator if the injector is armed.
 func (f *failInjector) wrap(s ringflow.Stream[Record]) ringflow.Stream[Record] {
-	if f.after == 0 {
+	if f.after == 0 && f.control == nil {
 		return s
 	}
-	return ringflow.Map(s, "fail-after", func(r Record) Record {
-		if n := f.seen.Add(1); n > f.after && f.failed.CompareAndSwap(false, true) {
-			panic(fmt.Sprintf("dfbench: failure injected at record %d (--fail-after %d)", n, f.after))
+	return ringflow.Map(s, "fail", func(r Record) Record {
+		if f.after > 0 {
+			if n := f.seen.Add(1); n > f.after && f.failed.CompareAndSwap(false, true) {
+				panic(fmt.Sprintf("dfbench: failure injected at record %d (--fail-after %d)", n, f.after))
+			}
+		}
+		if f.control != nil {
+			if n, ok := f.control.failNow(); ok {
+				panic(injectedFailure(n))
+			}
 		}
 		return r
 	})
@@ -195,7 +204,7 @@ func eventTime(stride uint64) ringflow.WatermarkStrategy[Record] {
 func newEngineSource(c Config, seed uint64, produced *counters, first int) ringflow.NewSource[Record] {
 	spec := specOf(c, seed)
 	return func() ringflow.SourceFunc[Record] {
-		return &engineSource{spec: spec, produced: produced, first: first}
+		return &engineSource{spec: spec, produced: produced, first: first, control: c.Control}
 	}
 }
 

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"math/bits"
+	"sync/atomic"
 )
 
 // Histogram counts non-negative values (latencies in nanoseconds) in
@@ -96,4 +97,39 @@ func (h *Histogram) Quantile(q float64) int64 {
 		}
 	}
 	return h.max
+}
+
+// LiveHistogram is a Histogram that any number of goroutines record into
+// while one other drains it: each bucket is an atomic counter. It is for
+// sparse values, such as latency samples: a Record is an atomic add on a
+// line that every recorder shares. The zero value is empty and ready to
+// use.
+type LiveHistogram struct {
+	counts [histBuckets]atomic.Uint64
+	max    atomic.Int64
+}
+
+// Record adds one value, clamped as Histogram.Record clamps it.
+func (h *LiveHistogram) Record(v int64) {
+	v = min(max(v, 0), histMax)
+	h.counts[histIndex(uint64(v))].Add(1)
+	for m := h.max.Load(); v > m && !h.max.CompareAndSwap(m, v); m = h.max.Load() {
+	}
+}
+
+// Drain moves every value recorded since the previous Drain into into. A
+// value recorded while Drain runs lands in this Drain or the next, never
+// both, never neither. NB: the maximum moves separately from the counts,
+// so a value recorded during a Drain can raise this Drain's maximum while
+// it counts in the next one.
+func (h *LiveHistogram) Drain(into *Histogram) {
+	for i := range h.counts {
+		if h.counts[i].Load() == 0 {
+			continue
+		}
+		n := h.counts[i].Swap(0)
+		into.counts[i] += n
+		into.n += n
+	}
+	into.max = max(into.max, h.max.Swap(0))
 }

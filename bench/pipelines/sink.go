@@ -77,18 +77,22 @@ func pausedIn(k int64) bool { return k%2 == 0 }
 type lane struct {
 	count   uint64
 	sum     uint64
-	hist    *Histogram // allocated at the first sample
-	sampled int64      // samples generated at or before this Unix ns are not recorded
-	kept    *[]Sample  // every sample, when the run keeps them (Config.KeepSamples)
-	win     *windows   // the run's checkpoint windows, if it has them
-	with    *Histogram // samples in windows with checkpoints, and
-	without *Histogram // without (both allocated at the first windowed sample)
-	_       [64]byte   // a lane per 128 bytes: no two writers share a line
+	hist    *Histogram     // allocated at the first sample
+	sampled int64          // samples generated at or before this Unix ns are not recorded
+	kept    *[]Sample      // every sample, when the run keeps them (Config.KeepSamples)
+	live    *LiveHistogram // Config.LiveLatency, or nil
+	win     *windows       // the run's checkpoint windows, if it has them
+	with    *Histogram     // samples in windows with checkpoints, and
+	without *Histogram     // without (both allocated at the first windowed sample)
+	_       [56]byte       // a lane per 128 bytes: no two writers share a line
 }
 
 func newLanes(c Config) *lanes {
 	p := uint64(max(c.Parallelism, 1))
 	ls := &lanes{l: make([]lane, MaxParallelism), p: p}
+	for i := range ls.l {
+		ls.l[i].live = c.LiveLatency
+	}
 	if p&(p-1) == 0 {
 		ls.mask = p - 1
 	}
@@ -126,6 +130,9 @@ func (l *lane) sample(srcNanos int64) {
 	}
 	lat := time.Now().UnixNano() - srcNanos
 	l.hist.Record(lat)
+	if l.live != nil {
+		l.live.Record(lat)
+	}
 	if l.win != nil {
 		l.sampleWindow(srcNanos, lat)
 	}

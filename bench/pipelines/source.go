@@ -98,7 +98,8 @@ type engineSource struct {
 	genSource
 	spec     sourceSpec
 	produced *counters
-	first    int // produced slot of subtask 0
+	first    int      // produced slot of subtask 0
+	control  *Control // Config.Control, or nil
 }
 
 func (s *engineSource) Open(subtask, parallelism int, pos []byte) error {
@@ -114,6 +115,7 @@ func (s *engineSource) Open(subtask, parallelism int, pos []byte) error {
 }
 
 func (s *engineSource) Read(buf []Record) (int, error) {
+	s.control.stopSource(s)
 	if s.exhausted() {
 		return 0, io.EOF
 	}

@@ -6,6 +6,9 @@
 //	            [--workers W] [--keys K] [--rate R] [--baseline chan] [--json] [--cpuprofile FILE]
 //	            [--checkpoint-interval D] [--samples-out FILE]
 //	dfbench phases --samples FILE (--run FILE | --every D) [--over 30us,150us] [--json]
+//	dfbench soak [--pipeline keyed-count] [--duration D] [--rate R] [--keys K] [--checkpoint-interval D]
+//	            [--fail-every D] [--kill-every D] [--csv FILE] [--json] [--max-rss-growth P]
+//	            [--max-failed-checkpoints N] [--sink-keep N]
 //	dfbench nexmark [--query q0|q1|q2|q3|q5|q7|q8|q11|all] [--events N] [--rate R] [--parallelism P]
 //	            [--workers W] [--checkpoint-interval D] [--output FILE] [--dump FILE]
 //	            [--baseline chan] [--json] [--cpuprofile FILE]
@@ -34,6 +37,7 @@ var commands = map[string]command{
 	"compare": {"aligned vs unaligned vs timeout checkpoints under backpressure, with stall profiles", runCompare},
 	"run":     {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
 	"phases":  {"count a run's slow samples by time since the last checkpoint trigger", runPhases},
+	"soak":    {"run a pipeline for long, with failures and kills: memory, disk, checkpoints over time", runSoak},
 }
 
 // errUsage marks errors for which the usage text has already been printed.

@@ -129,7 +129,7 @@ const killChildEnv = "DFBENCH_KILL_CHILD_ARGS"
 func TestRunKillChild(t *testing.T) {
 	args := os.Getenv(killChildEnv)
 	if args == "" {
-		t.Skip("only a child process of TestRunKillAndRerun runs this")
+		t.Skip("only a child process of TestRunKillAndRerun or a soak test runs this")
 	}
 	os.Exit(dfbench(strings.Split(args, "\n"), os.Stdout, os.Stderr))
 }

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ringflow/ringflow/bench/pipelines"
+	"github.com/ringflow/ringflow/bench/soak"
+	"github.com/ringflow/ringflow/internal/tabletest"
+)
+
+// useTestChild makes the soak's children this test binary, which runs
+// them through TestRunKillChild.
+func useTestChild(t *testing.T) {
+	prev := soakCommand
+	t.Cleanup(func() { soakCommand = prev })
+	soakCommand = func(args []string) (*exec.Cmd, error) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRunKillChild$")
+		cmd.Env = append(os.Environ(), killChildEnv+"="+strings.Join(args, "\n"))
+		return cmd, nil
+	}
+}
+
+// TestSoakFailAndKill soaks keyed-count for four seconds with failures
+// and kills, checking its output as it goes (--sink-keep: the restores
+// commit again only part files it keeps) and at the end: the output is
+// exactly once, the samples are sane, and the counts of the summary, the
+// CSV and the children agree.
+func TestSoakFailAndKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	useTestChild(t)
+	dir := t.TempDir()
+	csvFile := filepath.Join(dir, "samples.csv")
+	args := []string{"soak", "--duration", "4s", "--keys", "1000", "--rate", "100000", "--parallelism", "2",
+		"--workers", "2", "--checkpoint-interval", "100ms", "--interval", "250ms", "--fail-every", "500ms",
+		"--kill-every", "1500ms", "--sink-keep", "4", "--csv", csvFile, "--json",
+		"--max-failed-checkpoints", "0"}
+	var stdout, stderr bytes.Buffer
+	if code := dfbench(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	var sum soakJSON
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("%v in %q", err, stdout.String())
+	}
+	v := sum.Verify
+	t.Logf("%d samples, %d kills, %d failures, %d checkpoints; verify %+v", sum.Samples, sum.Kills, sum.Failures,
+		sum.Checkpoints.Completed, v)
+	if v == nil || !v.OK || v.Records == 0 || v.Lines != v.Records {
+		t.Fatalf("verify %+v: want every generated record's line, exactly once", v)
+	}
+	if sum.Kills < 1 || sum.Children != sum.Kills+1 || sum.Failures < 1 || sum.Restarts != sum.Failures {
+		t.Errorf("%d kills, %d children, %d failures, %d restarts: want a kill or more, a child after each, "+
+			"a failure or more, a restart each", sum.Kills, sum.Children, sum.Failures, sum.Restarts)
+	}
+	if ck := sum.Checkpoints; ck.Completed == 0 || ck.Failed != 0 || ck.DurationMs.Max <= 0 || ck.SyncMaxUs.Max <= 0 {
+		t.Errorf("checkpoints %+v: want some completed, with durations and sync parts, none failed", ck)
+	}
+	if len(sum.Violations) != 0 {
+		t.Errorf("violations %q", sum.Violations)
+	}
+	rows := readSoakCSV(t, csvFile)
+	if len(rows) < 4 || len(rows) != sum.Samples {
+		t.Fatalf("%d rows in the CSV, %d samples in the summary; want the same, at least 4", len(rows), sum.Samples)
+	}
+	children, live := map[float64]bool{}, 0.0
+	for i, r := range rows {
+		if r["rss_bytes"] <= 0 || r["heap_objects_bytes"] <= 0 || r["go_held_bytes"] < r["heap_objects_bytes"] || r["kills"] > float64(sum.Kills) {
+			t.Errorf("row %d: %v", i+1, r)
+		}
+		live = max(live, r["heap_live_bytes"]) // 0 until a child's first GC
+		if i > 0 && r["t_s"] <= rows[i-1]["t_s"] {
+			t.Errorf("row %d at %v s, after row %d at %v s", i+1, r["t_s"], i, rows[i-1]["t_s"])
+		}
+		children[r["child"]] = true
+	}
+	last := rows[len(rows)-1]
+	if len(children) < 2 || last["state_files"] == 0 || last["ck_completed"] == 0 || sum.Series["records_per_s"].Max <= 0 || live == 0 {
+		t.Errorf("rows of %d children, last row %v, records/s %+v, live heap %v: want rows of two children or more, "+
+			"state files, checkpoints, records and a live heap", len(children), last, sum.Series["records_per_s"], live)
+	}
+}
+
+// readSoakCSV reads a --csv file: its header must be soak.Header(), and
+// every row a number per column.
+func readSoakCSV(t *testing.T, file string) []map[string]float64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if lines[0] != soak.Header() {
+		t.Fatalf("CSV header %q, want %q", lines[0], soak.Header())
+	}
+	names := strings.Split(lines[0], ",")
+	var rows []map[string]float64
+	for i, line := range lines[1:] {
+		cells := strings.Split(line, ",")
+		if len(cells) != len(names) {
+			t.Fatalf("row %d has %d cells, the header %d", i+1, len(cells), len(names))
+		}
+		row := map[string]float64{}
+		for j, c := range cells {
+			if row[names[j]], err = strconv.ParseFloat(c, 64); err != nil {
+				t.Fatalf("row %d, %s: %v", i+1, names[j], err)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// TestSoakFlags: flags that make no sense are refused before anything
+// runs, with a message naming the flag.
+func TestSoakFlags(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--duration", "0s"}, "--duration 0s"},
+		{[]string{"--duration", "10s", "--warmup", "10s"}, "--warmup 10s"},
+		{[]string{"--checkpoint-interval", "0s"}, "--checkpoint-interval 0s"},
+		{[]string{"--pipeline", "window"}, "--verify"},
+		{[]string{"--sink-keep", "2"}, "--sink-keep 2"},
+		{[]string{"--sink-keep", "5", "--verify=false"}, "--sink-keep 5"},
+		{[]string{"--state-dir", full}, "not empty"},
+		{[]string{"--sink-dir", full}, "not empty"},
+		{[]string{"--fail-every", "-1s"}, "--fail-every -1s"},
+		{[]string{"--sample-every", "3"}, "--sample-every 3"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := dfbench(append([]string{"soak"}, tc.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("soak %q: exit %d, %q; want 2 and a message with %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestSoakSummaryTable prints the summary of synthetic samples: a table
+// of one row per level, every row with as many cells as its header.
+func TestSoakSummaryTable(t *testing.T) {
+	defer func(f uint) { tableFlags = f }(tableFlags)
+	tableFlags |= tabwriter.Debug
+	var samples []soak.Sample
+	for i := range 10 {
+		samples = append(samples, soak.Sample{At: time.Duration(i+1) * time.Second, Child: 1,
+			RSS: soak.RSS{Total: uint64(100+i) << 20}, RecordsPerSec: 1e6})
+	}
+	cks := []soak.Checkpoint{{ID: 1, Status: "completed", Duration: 40 * time.Millisecond, SyncMax: 90 * time.Microsecond}}
+	f := soakFlags{job: soakJob{Pipeline: "keyed-count", Keys: 10, Parallelism: 2, CheckpointInterval: time.Second},
+		duration: 10 * time.Second, warmup: 2 * time.Second}
+	var out bytes.Buffer
+	s := &soaker{children: 1}
+	if err := printSoak(&out, f, s, soak.Summarize(samples, cks, f.warmup), &soakCheck{}); err != nil {
+		t.Fatal(err)
+	}
+	tabletest.CheckColumns(t, "soak", out.String())
+	for _, want := range []string{"rss_MB", "records_per_s", "1.00M", "p99 40.0", "exactly once: 0 lines"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary without %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestSoakFold: with --sink-keep, each fold reads the part files it has
+// not read, once, and leaves each subtask's newest; the last fold reads
+// the rest and deletes nothing; and the check sees every line once.
+func TestSoakFold(t *testing.T) {
+	dir := t.TempDir()
+	f := soakFlags{job: soakJob{Pipeline: "keyed-count", Keys: 1, Parallelism: 2, SinkDir: dir}, sinkKeep: 4}
+	output, err := pipelines.NewKeyedCountOutput(f.job.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &soaker{f: f, output: output}
+	count := uint64(0) // the key's count so far; a part file holds one line
+	commit := func(sub, from, to int) {
+		for seq := from; seq < to; seq++ {
+			count++
+			line := fmt.Sprintf("0 %d\n", count)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d-%d", sub, seq)), []byte(line), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	left := func() []string {
+		files, err := pipelines.PartFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range files {
+			files[i] = filepath.Base(files[i])
+		}
+		slices.Sort(files)
+		return files
+	}
+	commit(0, 0, 10)
+	commit(1, 0, 3)
+	if err := s.fold(false); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"part-0-6", "part-0-7", "part-0-8", "part-0-9", "part-1-0", "part-1-1", "part-1-2"}
+	if got := left(); !slices.Equal(got, want) {
+		t.Fatalf("after the first fold: %v, want %v", got, want)
+	}
+	commit(1, 3, 8)
+	if err := s.fold(false); err != nil {
+		t.Fatal(err)
+	}
+	commit(0, 10, 12)
+	if err := s.fold(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(left()); got != 4+2+4 {
+		t.Errorf("%d part files after the last fold, want 10: the newest 4 of each subtask and 2 read last", got)
+	}
+	// The source's one subtask generated count records, all of key 0.
+	check, err := output.Check(pipelines.Config{Pipeline: "keyed-count", Keys: 1, Parallelism: 1}, []uint64{count})
+	if err != nil || check.Lines != count || check.Files != int(count) {
+		t.Errorf("check %+v, %v: want %d lines in as many files, each once", check, err, count)
+	}
+}
