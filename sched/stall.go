@@ -190,9 +190,9 @@ func (s Stall) String() string {
 // A cause must explain at least half of d. The process's own events come
 // first, the largest of them: a GC pause, GC assist, a wait on a lock
 // (charged to the step up to d; they say why a thread slept or ran slow).
-// Then the thread's time off its core: waiting, runnable, for a core is
-// preemption; the rest of it a sleep (with a major page fault, the fault's
-// read). Without the wait's measure (no schedstat), an involuntary switch
+// Then the thread's time off its core, named by the larger of its parts:
+// waiting, runnable, for a core is preemption; the rest of it a sleep
+// (with a major page fault, the fault's read). Without the wait's measure (no schedstat), an involuntary switch
 // with no voluntary one names preemption, a voluntary one a sleep.
 // Otherwise the step was running its own work, and what else was counted
 // is listed with it.
@@ -224,16 +224,18 @@ func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
 	if best > 0 {
 		return s
 	}
+	if !explains(s.OffCPU) {
+		return s
+	}
 	sleep := s.OffCPU - max(s.Waiting, 0)
 	switch {
-	case s.Waiting >= 0 && explains(s.Waiting) && s.Waiting >= sleep:
+	case s.Waiting >= 0 && s.Waiting >= sleep:
 		s.Cause = "preempted"
-	case s.Waiting >= 0 && explains(sleep):
+	case s.Waiting >= 0:
 		s.Cause = "blocked"
 		if s.MajorFaults > 0 {
 			s.Cause = "page faults"
 		}
-	case s.Waiting >= 0 || !explains(s.OffCPU):
 	case s.MajorFaults > 0:
 		s.Cause = "page faults"
 	case s.Voluntary > 0:

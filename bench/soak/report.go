@@ -23,6 +23,9 @@ type Report struct {
 	Failures int `json:"failures"`
 	// Checkpoints are those that ended since the previous Report.
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
+	// Stalls are the job's stalls (ringflow.Job.Stalls) since the
+	// previous Report.
+	Stalls []Stall `json:"stalls,omitempty"`
 	// End is set on the child's last Report, when its job has finished.
 	End *End `json:"end,omitempty"`
 }
@@ -32,6 +35,17 @@ type Report struct {
 // committed output must be the effect of.
 type End struct {
 	SourceEnds []uint64 `json:"source_ends"`
+}
+
+// Stall is one of the job's steps over its stall bound (ringflow.Stall).
+type Stall struct {
+	Duration time.Duration `json:"duration_ns"`
+	Cause    string        `json:"cause"`
+	// Desc describes it whole (ringflow.Stall's String).
+	Desc string `json:"desc"`
+	// Child and At are where the soak received it: set by the parent.
+	Child int           `json:"-"`
+	At    time.Duration `json:"-"`
 }
 
 // Checkpoint is one checkpoint of the soak's job.

@@ -1,7 +1,9 @@
 package soak
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -16,6 +18,8 @@ type Summary struct {
 	// RSSGrowth is the largest RSS after the warm-up over the largest
 	// during it, minus 1 (0.05: 5% more); 0 without samples on either side.
 	RSSGrowth float64
+	// Stalls sums up the job's stalls (set by SummarizeStalls).
+	Stalls StallSummary
 	// Restarts, Failures and Kills count over the soak.
 	Restarts int
 	Failures int
@@ -187,4 +191,27 @@ func (s Summary) Violations(b Bounds) []string {
 			s.Restarts, s.Failures))
 	}
 	return v
+}
+
+// StallSummary sums up the job's stalls over the soak.
+type StallSummary struct {
+	// ByCause counts the stalls received by cause; Longest are the
+	// longest of them, longest first (at most longestStalls).
+	ByCause map[string]int
+	Longest []Stall
+}
+
+// longestStalls is how many stalls a summary describes.
+const longestStalls = 10
+
+// SummarizeStalls sums up the stalls received over the soak.
+func SummarizeStalls(stalls []Stall) StallSummary {
+	s := StallSummary{ByCause: map[string]int{}}
+	for _, st := range stalls {
+		s.ByCause[st.Cause]++
+	}
+	s.Longest = slices.Clone(stalls)
+	slices.SortStableFunc(s.Longest, func(a, b Stall) int { return cmp.Compare(b.Duration, a.Duration) })
+	s.Longest = s.Longest[:min(len(s.Longest), longestStalls)]
+	return s
 }

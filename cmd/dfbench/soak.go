@@ -121,6 +121,7 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 		check = s.verify()
 	}
 	summary := soak.Summarize(s.samples, s.checkpoints, f.warmup)
+	summary.Stalls = soak.SummarizeStalls(s.stalls)
 	// NB: the last child's counts after its last sample, while it drained,
 	// count too.
 	summary.Restarts, summary.Failures, summary.Kills = s.restarts, s.failures, s.kills
@@ -259,6 +260,7 @@ type soaker struct {
 	children, kills    int
 	samples            []soak.Sample
 	checkpoints        []soak.Checkpoint
+	stalls             []soak.Stall
 	completed, failed  int
 	last               soak.Checkpoint // the latest completed checkpoint
 	end                *soak.End
@@ -485,6 +487,10 @@ func (s *soaker) recordCheckpoints(rep soak.Report) {
 		case ck.Failed():
 			s.failed++
 		}
+	}
+	for _, st := range rep.Stalls {
+		st.Child, st.At = c.n, at
+		s.stalls = append(s.stalls, st)
 	}
 	c.last = rep
 	if rep.End != nil {

@@ -96,6 +96,7 @@ type childReporter struct {
 	last    time.Time // of the previous report
 	sinkIn  int64     // records into the sink at the previous report
 	reports int       // checkpoints reported
+	stalls  int64     // stalls reported
 }
 
 // every reports every interval until done is closed.
@@ -130,6 +131,17 @@ func (r *childReporter) report(end *soak.End) error {
 			rep.Checkpoints = append(rep.Checkpoints, soak.CheckpointOf(c))
 		}
 		r.reports = len(cks)
+		latest, counts := job.Stalls()
+		var total int64
+		for _, n := range counts {
+			total += n
+		}
+		// NB: the job keeps its latest stalls: more than that since the
+		// last report are counted, and the latest described.
+		for _, st := range latest[max(len(latest)-int(total-r.stalls), 0):] {
+			rep.Stalls = append(rep.Stalls, soak.Stall{Duration: st.Duration, Cause: st.Cause, Desc: st.String()})
+		}
+		r.stalls = total
 	}
 	r.last = now
 	var lat pipelines.Histogram

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,6 +139,20 @@ func printSoak(w io.Writer, f soakFlags, s *soaker, sum soak.Summary, check *soa
 			us(ck.SyncMax.P50), us(ck.SyncMax.P99), us(ck.SyncMax.Max), ck.Stalled.ID, ck.Stalled.Child, ck.Stalled.At.Round(time.Second))
 		fmt.Fprintf(w, "  written    at most %.2f MB by one checkpoint\n", float64(ck.BytesMax)/1e6)
 	}
+	if st := sum.Stalls; len(st.ByCause) > 0 {
+		var parts []string
+		n := 0
+		for _, c := range slices.Sorted(maps.Keys(st.ByCause)) {
+			parts = append(parts, fmt.Sprintf("%s %d", c, st.ByCause[c]))
+			n += st.ByCause[c]
+		}
+		fmt.Fprintf(w, "stalls (steps over the stall bound): %d: %s; the longest:\n", n, strings.Join(parts, ", "))
+		for _, x := range st.Longest {
+			fmt.Fprintf(w, "  child %d at %v: %s\n", x.Child, x.At.Round(time.Second), x.Desc)
+		}
+	} else {
+		fmt.Fprintln(w, "stalls (steps over the stall bound): none")
+	}
 	fmt.Fprintf(w, "failures: %d injected, %d restarts; %d kills, %d children\n", sum.Failures, sum.Restarts, sum.Kills, s.children)
 	fmt.Fprintf(w, "RSS growth after the warm-up: %.1f%% (largest after it against largest during it)\n", sum.RSSGrowth*100)
 	switch {
@@ -186,6 +201,7 @@ type soakJSON struct {
 	Samples      int                       `json:"samples"`
 	Series       map[string]soakSeriesJSON `json:"series"` // by CSV column
 	Checkpoints  soakCkJSON                `json:"checkpoints"`
+	Stalls       soakStallsJSON            `json:"stalls"`
 	RSSGrowthPct float64                   `json:"rss_growth_pct"`
 	Failures     int                       `json:"failures"` // injected
 	Restarts     int                       `json:"restarts"`
@@ -213,6 +229,13 @@ type soakCkJSON struct {
 	BytesMax   uint64      `json:"bytes_max"`
 }
 
+// soakStallsJSON is the job's stalls: counted by cause, and the longest
+// described.
+type soakStallsJSON struct {
+	ByCause map[string]int `json:"by_cause"`
+	Longest []string       `json:"longest"`
+}
+
 type soakVerifyJSON struct {
 	OK      bool   `json:"ok"`
 	Records uint64 `json:"records"`
@@ -234,7 +257,14 @@ func soakJSONOf(f soakFlags, s *soaker, sum soak.Summary, check *soakCheck, viol
 			DurationMs: q(ck.Duration, time.Millisecond), SyncMaxUs: q(ck.SyncMax, time.Microsecond),
 			LongestID: ck.Longest.ID, StalledID: ck.Stalled.ID, BytesMax: ck.BytesMax},
 		RSSGrowthPct: sum.RSSGrowth * 100, Failures: sum.Failures, Restarts: sum.Restarts, Kills: sum.Kills,
-		Children: s.children, Violations: violations}
+		Children: s.children, Violations: violations,
+		Stalls: soakStallsJSON{ByCause: sum.Stalls.ByCause, Longest: []string{}}}
+	if out.Stalls.ByCause == nil {
+		out.Stalls.ByCause = map[string]int{}
+	}
+	for _, x := range sum.Stalls.Longest {
+		out.Stalls.Longest = append(out.Stalls.Longest, x.Desc)
+	}
 	if out.Violations == nil {
 		out.Violations = []string{}
 	}
