@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -106,5 +107,18 @@ func TestStallsRecorded(t *testing.T) {
 	}
 	if stalls, _ := off.Stalls(); len(stalls) != 0 {
 		t.Fatalf("a pool with a negative bound recorded %v", stalls)
+	}
+}
+
+// BenchmarkCounterRead measures one reading of a thread's counters, which
+// a working thread takes every StallBound/stallReads.
+func BenchmarkCounterRead(b *testing.B) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := newCounterReader()
+	defer r.close()
+	var c Counters
+	for b.Loop() {
+		r.read(&c, time.Now())
 	}
 }

@@ -383,11 +383,13 @@ func (w *Worker) poll(now time.Time, by *Worker) (progress, backlog bool, err er
 			return false, false, err
 		}
 		if by.stallBound > 0 {
-			end := time.Now()
-			if d := end.Sub(start); d > by.stallBound {
-				by.recordStall(t, d, end)
+			// NB: Since reads only the monotonic clock, half the cost of
+			// Now; start keeps its monotonic reading through Add.
+			d := time.Since(start)
+			start = start.Add(d)
+			if d > by.stallBound {
+				by.recordStall(t, d, start)
 			}
-			start = end
 		}
 		switch st {
 		case Done:
