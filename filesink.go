@@ -170,7 +170,7 @@ func (s *fileSink[T]) outputFiles() ([]string, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			if _, _, ok := partSeq(e.Name()); ok && !e.IsDir() {
+			if _, _, ok := FileSinkPart(e.Name()); ok && !e.IsDir() {
 				out = append(out, filepath.Join(dir, e.Name()))
 			}
 		}
@@ -178,8 +178,12 @@ func (s *fileSink[T]) outputFiles() ([]string, error) {
 	return out, nil
 }
 
-// partSeq parses "part-<subtask>-<seq>".
-func partSeq(name string) (sub int, seq uint64, ok bool) {
+// FileSinkPart parses the name of a file sink's part file,
+// "part-<subtask>-<seq>": the sink subtask that wrote it and its sequence
+// number among that subtask's parts (commit order). ok is false for any
+// other name. Tools that read a sink's directory while the job runs (the
+// committed parts are the ones there) use it to order the parts.
+func FileSinkPart(name string) (subtask int, seq uint64, ok bool) {
 	f := strings.Split(name, "-")
 	if len(f) != 3 || f[0] != "part" {
 		return 0, 0, false
@@ -203,7 +207,7 @@ func (s *fileSink[T]) Recover(txns [][]byte) error {
 		return err
 	}
 	for _, e := range pending {
-		sub, _, ok := partSeq(e.Name())
+		sub, _, ok := FileSinkPart(e.Name())
 		if ok && (sub == s.sub || s.sub == 0 && sub >= s.par) {
 			if err := os.Remove(filepath.Join(s.pendingDir(), e.Name())); err != nil {
 				return err
@@ -215,7 +219,7 @@ func (s *fileSink[T]) Recover(txns [][]byte) error {
 		return err
 	}
 	for _, e := range committed {
-		if sub, seq, ok := partSeq(e.Name()); ok && sub == s.sub && seq >= s.seq {
+		if sub, seq, ok := FileSinkPart(e.Name()); ok && sub == s.sub && seq >= s.seq {
 			s.seq = seq + 1
 		}
 	}
@@ -257,7 +261,7 @@ func (s *fileSink[T]) PreCommit() ([]byte, func() error, error) {
 
 func (s *fileSink[T]) Commit(txn []byte) error {
 	name := string(txn)
-	if _, _, ok := partSeq(name); !ok {
+	if _, _, ok := FileSinkPart(name); !ok {
 		return fmt.Errorf("file sink: %q is not a part file name", name)
 	}
 	err := os.Rename(filepath.Join(s.pendingDir(), name), filepath.Join(s.dir, name))
@@ -299,7 +303,7 @@ func ReadFileSink(dir string) ([]string, error) {
 	}
 	var lines []string
 	for _, e := range entries {
-		if _, _, ok := partSeq(e.Name()); !ok || e.IsDir() {
+		if _, _, ok := FileSinkPart(e.Name()); !ok || e.IsDir() {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))

@@ -23,7 +23,7 @@ import (
 // chained to it) → keyBy → count → sink, two subtasks each but the sink's,
 // checkpointed every 20ms, aligned or unaligned; count gen's records into
 // records. It has not run.
-func statusJob(t *testing.T, unaligned bool, count uint64, records func()) *ringflow.Job {
+func statusJob(t testing.TB, unaligned bool, count uint64, records func()) *ringflow.Job {
 	t.Helper()
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2,
 		Checkpoint: ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, Unaligned: unaligned,

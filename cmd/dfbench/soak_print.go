@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/pipelines"
 	"github.com/ringflow/ringflow/bench/soak"
 )
@@ -55,7 +56,7 @@ func (s *soaker) fold(final bool) error {
 	}
 	bySubtask := map[int][]sinkPart{}
 	for _, path := range files {
-		sub, seq, ok := parsePartName(filepath.Base(path))
+		sub, seq, ok := ringflow.FileSinkPart(filepath.Base(path))
 		if !ok {
 			return fmt.Errorf("sink dir: %s is not a part file", path)
 		}
@@ -82,17 +83,6 @@ func (s *soaker) fold(final bool) error {
 		}
 	}
 	return nil
-}
-
-// parsePartName parses a FileSink part file's name, "part-<subtask>-<n>".
-func parsePartName(name string) (sub int, seq uint64, ok bool) {
-	f := strings.Split(name, "-")
-	if len(f) != 3 || f[0] != "part" {
-		return 0, 0, false
-	}
-	sub, err1 := strconv.Atoi(f[1])
-	seq, err2 := strconv.ParseUint(f[2], 10, 64)
-	return sub, seq, err1 == nil && err2 == nil
 }
 
 // soakTitle says what the soak ran.
