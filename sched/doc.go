@@ -275,6 +275,20 @@
 // thread has finished what it was given; when the pool stops, the work
 // sees Pause report false.
 //
+// # Stalls
+//
+// A step is bounded to about a millisecond; one that takes longer than
+// Options.StallBound (DefaultStallBound, 5ms) is a stall, and the worker
+// whose thread ran it records where its time went (Pool.Stalls). Every
+// StallBound/2 of its rounds a working thread reads its counters — its CPU
+// time and time waiting for a core (schedstat), page faults and context
+// switches (getrusage), and the runtime's GC cycles, pause and assist time
+// and mutex waits — and it times each step with one monotonic clock read.
+// A stall's description is the difference between the reading before it
+// and one at its end, classified by classifyStall: a pure rule with golden
+// scenarios in testdata/stall (preempted, blocked, page faults, gc pause,
+// gc assist, lock, or running its own work).
+//
 // # Failures
 //
 // A task that returns an error or panics stops the pool: every worker
