@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,29 +134,83 @@ func (s CheckpointStats) CriticalPath() []PathStep {
 	return path
 }
 
-// Checkpoints returns the statistics of every checkpoint the job has
-// finished, completed or failed, oldest first.
+// Checkpoints returns the statistics of the checkpoints the job has
+// finished, completed, failed or aborted, oldest first: the latest
+// keptCheckpoints of them (Metrics and the Prometheus collector count and
+// sum up all of them).
 func (j *Job) Checkpoints() []CheckpointStats {
 	j.statsMu.Lock()
 	defer j.statsMu.Unlock()
 	return append([]CheckpointStats(nil), j.checkpoints...)
 }
 
-// lastCheckpointID returns the highest id in the job's history, 0 if none.
+// keptCheckpoints is how many of its latest checkpoints a job keeps the
+// statistics of: a job that runs for weeks takes a million checkpoints.
+const keptCheckpoints = 1000
+
+// checkpointSummary sums up every checkpoint a job recorded: its counts by
+// outcome, the histograms of the completed ones' parts, the last completed
+// one, and the highest id.
+type checkpointSummary struct {
+	completed, failed, aborted                   int
+	duration, startDelay, alignment, sync, async histogram
+	last                                         *CheckpointStats
+	maxID                                        uint64
+}
+
+func (c *checkpointSummary) add(s *CheckpointStats) {
+	c.maxID = max(c.maxID, s.ID)
+	switch {
+	case s.Status == "completed":
+		c.completed++
+	case strings.HasPrefix(s.Status, "aborted"):
+		c.aborted++
+		return
+	default:
+		c.failed++
+		return
+	}
+	last := *s
+	c.last = &last
+	c.duration.observe(s.Duration)
+	for _, st := range s.Subtasks {
+		c.startDelay.observe(st.StartDelay)
+		c.alignment.observe(st.Alignment)
+		c.sync.observe(st.Sync)
+		c.async.observe(st.Async)
+	}
+}
+
+// checkpointSummary returns a copy of the job's checkpoint summary.
+func (j *Job) checkpointSummary() checkpointSummary {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	c := j.ckSummary
+	for _, h := range []*histogram{&c.duration, &c.startDelay, &c.alignment, &c.sync, &c.async} {
+		h.counts = maps.Clone(h.counts)
+	}
+	if c.last != nil {
+		last := *c.last
+		c.last = &last
+	}
+	return c
+}
+
+// lastCheckpointID returns the highest id the job recorded, 0 if none.
 func (j *Job) lastCheckpointID() uint64 {
 	j.statsMu.Lock()
 	defer j.statsMu.Unlock()
-	var id uint64
-	for _, c := range j.checkpoints {
-		id = max(id, c.ID)
-	}
-	return id
+	return j.ckSummary.maxID
 }
 
 func (j *Job) recordCheckpoint(s CheckpointStats) {
 	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	if len(j.checkpoints) == keptCheckpoints {
+		j.checkpoints = append(j.checkpoints[:0], j.checkpoints[1:]...)
+	}
 	j.checkpoints = append(j.checkpoints, s)
-	j.statsMu.Unlock()
+	j.ckSummary.add(&j.checkpoints[len(j.checkpoints)-1])
 }
 
 // coordinator triggers checkpoints at the sources, has the tasks' snapshots

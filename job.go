@@ -240,11 +240,12 @@ type Job struct {
 
 	statsMu     sync.Mutex
 	lastRestore RestoreReport
-	checkpoints []CheckpointStats
-	workers     []WorkerStats // summed over finished attempts
-	stalls      stallHistory  // of finished attempts
-	pool        *sched.Pool   // the running attempt's, or nil
-	channels    []channel     // the running attempt's rings, or nil
+	checkpoints []CheckpointStats // the latest keptCheckpoints
+	ckSummary   checkpointSummary // of every checkpoint recorded
+	workers     []WorkerStats     // summed over finished attempts
+	stalls      stallHistory      // of finished attempts
+	pool        *sched.Pool       // the running attempt's, or nil
+	channels    []channel         // the running attempt's rings, or nil
 }
 
 // channel is a ring between two operator subtasks.

@@ -1,7 +1,6 @@
 package ringflow
 
 import (
-	"strings"
 	"time"
 
 	"github.com/ringflow/ringflow/operator"
@@ -98,15 +97,8 @@ func (j *Job) Metrics() Metrics {
 		}
 	}
 	j.metricsMu.Unlock()
-	for _, c := range j.Checkpoints() {
-		if c.Status == "completed" {
-			m.CheckpointsCompleted++
-		} else if strings.HasPrefix(c.Status, "failed") {
-			m.CheckpointsFailed++
-		} else if strings.HasPrefix(c.Status, "aborted") {
-			m.CheckpointsAborted++
-		}
-	}
+	sum := j.checkpointSummary()
+	m.CheckpointsCompleted, m.CheckpointsFailed, m.CheckpointsAborted = sum.completed, sum.failed, sum.aborted
 	m.Restarts = j.Restarts()
 	_, m.Stalls = j.Stalls()
 	m.Workers = j.WorkerStats()

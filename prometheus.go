@@ -160,31 +160,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectCheckpoints(ch)
 }
 
-// collectCheckpoints sends the checkpoint histograms and the last completed
-// checkpoint's figures.
+// collectCheckpoints sends the checkpoint histograms, over every completed
+// checkpoint, and the last completed checkpoint's figures.
 func (c *collector) collectCheckpoints(ch chan<- prometheus.Metric) {
-	var duration, startDelay, alignment, sync, async histogram
-	var last *CheckpointStats
-	cps := c.job.Checkpoints()
-	for i := range cps {
-		cp := &cps[i]
-		if cp.Status != "completed" {
-			continue
-		}
-		last = cp
-		duration.observe(cp.Duration)
-		for _, s := range cp.Subtasks {
-			startDelay.observe(s.StartDelay)
-			alignment.observe(s.Alignment)
-			sync.observe(s.Sync)
-			async.observe(s.Async)
-		}
-	}
-	ch <- duration.metric(descCkDuration)
-	ch <- startDelay.metric(descCkStartDelay)
-	ch <- alignment.metric(descCkAlignment)
-	ch <- sync.metric(descCkSync)
-	ch <- async.metric(descCkAsync)
+	sum := c.job.checkpointSummary()
+	ch <- sum.duration.metric(descCkDuration)
+	ch <- sum.startDelay.metric(descCkStartDelay)
+	ch <- sum.alignment.metric(descCkAlignment)
+	ch <- sum.sync.metric(descCkSync)
+	ch <- sum.async.metric(descCkAsync)
+	last := sum.last
 	if last == nil {
 		return
 	}

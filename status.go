@@ -111,7 +111,7 @@ func (s *statusServer) checkpointsPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	v := checkpointsView(s.job.Checkpoints(), limit, time.Now())
+	v := s.checkpoints(limit)
 	writePage(w, func(w io.Writer) error { return statusui.WriteCheckpoints(w, v, refreshOf(r)) })
 }
 
@@ -121,7 +121,7 @@ func (s *statusServer) checkpointsJSON(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, checkpointsView(s.job.Checkpoints(), limit, time.Now()))
+	writeJSON(w, s.checkpoints(limit))
 }
 
 func (s *statusServer) checkpointPage(w http.ResponseWriter, r *http.Request) {
@@ -328,6 +328,16 @@ func ratesOf(d SubtaskMetrics, elapsed time.Duration) statusui.Rates {
 		r.IdleShare = float64(d.Idle) / float64(total)
 	}
 	return r
+}
+
+// checkpoints returns the history view of the job's checkpoints: those the
+// job keeps (the latest keptCheckpoints), with the counts by outcome of all
+// it took.
+func (s *statusServer) checkpoints(limit int) statusui.CheckpointsView {
+	v := checkpointsView(s.job.Checkpoints(), limit, time.Now())
+	sum := s.job.checkpointSummary()
+	v.Completed, v.Failed, v.Aborted = sum.completed, sum.failed, sum.aborted
+	return v
 }
 
 // checkpointsView returns the history view of cps (oldest first): the

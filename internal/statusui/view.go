@@ -89,8 +89,10 @@ type CheckpointsView struct {
 	Generated time.Time `json:"generated"`
 	// Total counts the checkpoints in the history; Checkpoints holds the
 	// newest of them, at most Limit (0: no limit), newest first.
-	Total       int             `json:"total"`
-	Limit       int             `json:"limit"`
+	Total int `json:"total"`
+	Limit int `json:"limit"`
+	// Completed, Failed and Aborted count every checkpoint the job took,
+	// also those older than the history it keeps.
 	Completed   int             `json:"completed"`
 	Failed      int             `json:"failed"`
 	Aborted     int             `json:"aborted"`
