@@ -309,6 +309,24 @@ func (j *Job) Stalls() ([]Stall, map[string]int64) {
 	return h.latest, h.byCause
 }
 
+// stallCounts returns the count of the job's stalls by cause, over its
+// attempts, without copying the latest ones (for Metrics, read at every
+// scrape).
+func (j *Job) stallCounts() map[string]int64 {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	counts := maps.Clone(j.stalls.byCause)
+	if counts == nil {
+		counts = map[string]int64{}
+	}
+	if j.pool != nil {
+		for k, v := range j.pool.StallCounts() {
+			counts[k] += v
+		}
+	}
+	return counts
+}
+
 // stallHistory is the stalls of a job's attempts.
 type stallHistory struct {
 	latest  []Stall

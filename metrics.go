@@ -100,7 +100,7 @@ func (j *Job) Metrics() Metrics {
 	sum := j.checkpointSummary()
 	m.CheckpointsCompleted, m.CheckpointsFailed, m.CheckpointsAborted = sum.completed, sum.failed, sum.aborted
 	m.Restarts = j.Restarts()
-	_, m.Stalls = j.Stalls()
+	m.Stalls = j.stallCounts()
 	m.Workers = j.WorkerStats()
 	j.statsMu.Lock()
 	for _, c := range j.channels {

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -340,9 +341,14 @@ func (p *Pool) Stalls() ([]Stall, map[string]int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := append(append([]Stall(nil), l.latest[l.next:]...), l.latest[:l.next]...)
-	counts := make(map[string]int64, len(l.byCause))
-	for k, v := range l.byCause {
-		counts[k] = v
-	}
-	return out, counts
+	return out, maps.Clone(l.byCause)
+}
+
+// StallCounts returns the count of the pool's stalls by cause, without
+// copying the latest ones.
+func (p *Pool) StallCounts() map[string]int64 {
+	l := &p.stalls
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.byCause)
 }

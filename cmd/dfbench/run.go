@@ -126,7 +126,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
 	fs.BoolVar(&c.HugePages, "huge-pages", false, "back ringflow's large keyed state with transparent huge pages (Linux; faster at millions of keys)")
-	fs.DurationVar(&c.StallBound, "stall-bound", 0, "record ringflow steps longer than this as stalls, with where their time went (0: 5ms; negative: none)")
+	fs.DurationVar(&c.StallBound, "stall-bound", 0, "record ringflow steps longer than this as stalls, with where their time went (0: 5ms; negative, e.g. -1ns: none)")
 	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
