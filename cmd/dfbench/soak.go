@@ -295,8 +295,13 @@ func (s *soaker) run(ctx context.Context) error {
 	defer stopFail()
 	kill, stopKill := every(s.f.killEvery)
 	defer stopKill()
+	folding := s.startFolding()
+	defer folding.end()
 	for s.endedEarly == "" {
 		select {
+		case <-folding.failed:
+			s.child.cmd.Process.Kill()
+			return folding.end()
 		case rep, ok := <-s.child.reports:
 			if !ok {
 				return s.child.exited("before the end")
@@ -317,12 +322,62 @@ func (s *soaker) run(ctx context.Context) error {
 				return err
 			}
 		case <-end.C:
-			return s.finish()
+			return errors.Join(folding.end(), s.finish())
 		case <-ctx.Done():
 			s.endedEarly = "interrupted"
 		}
 	}
-	return errors.Join(s.finish(), fmt.Errorf("ended early, after %v: %s", time.Since(s.start).Round(time.Second), s.endedEarly))
+	return errors.Join(folding.end(), s.finish(), fmt.Errorf("ended early, after %v: %s", time.Since(s.start).Round(time.Second), s.endedEarly))
+}
+
+// folding reads committed output into the check as it appears, beside
+// the loop that samples and injects failures: a slow read must delay
+// neither.
+type folding struct {
+	stop   chan struct{}
+	failed chan struct{} // closed when a fold failed
+	done   chan struct{}
+	err    error
+}
+
+// startFolding starts folding with --sink-keep, every --interval; without
+// it, the output is read at the end and a folding that never fails is
+// returned.
+func (s *soaker) startFolding() *folding {
+	f := &folding{stop: make(chan struct{}), failed: make(chan struct{}), done: make(chan struct{})}
+	if s.f.sinkKeep == 0 || s.output == nil {
+		close(f.done)
+		return f
+	}
+	go func() {
+		defer close(f.done)
+		t := time.NewTicker(s.f.job.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-t.C:
+				if f.err = s.fold(false); f.err != nil {
+					close(f.failed)
+					return
+				}
+			}
+		}
+	}()
+	return f
+}
+
+// end stops the folding, waits for it, and returns the error of the fold
+// that failed, if one did. It may be called more than once.
+func (f *folding) end() error {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	<-f.done
+	return f.err
 }
 
 // every returns a channel that ticks every d, or nil if d is 0.
@@ -452,9 +507,6 @@ func (s *soaker) record(rep soak.Report) error {
 	rss, err := soak.ReadRSS(c.cmd.Process.Pid)
 	if err != nil {
 		return nil // NB: the child died after it wrote the report; it has no memory left to measure
-	}
-	if err := s.fold(false); err != nil {
-		return err
 	}
 	sample, err := s.sample(rep, at, rss)
 	if err != nil {

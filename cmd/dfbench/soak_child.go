@@ -88,15 +88,15 @@ func (h injectedFilter) WithGroup(name string) slog.Handler {
 
 // childReporter writes the child's reports.
 type childReporter struct {
-	enc     *json.Encoder
-	ctl     *pipelines.Control
-	live    *pipelines.LiveHistogram
-	rt      *soak.RuntimeReader
-	job     atomic.Pointer[ringflow.Job]
-	last    time.Time // of the previous report
-	sinkIn  int64     // records into the sink at the previous report
-	reports int       // checkpoints reported
-	stalls  int64     // stalls reported
+	enc    *json.Encoder
+	ctl    *pipelines.Control
+	live   *pipelines.LiveHistogram
+	rt     *soak.RuntimeReader
+	job    atomic.Pointer[ringflow.Job]
+	last   time.Time // of the previous report
+	sinkIn int64     // records into the sink at the previous report
+	lastID uint64    // of the newest checkpoint reported
+	stalls int64     // stalls reported
 }
 
 // every reports every interval until done is closed.
@@ -126,11 +126,14 @@ func (r *childReporter) report(end *soak.End) error {
 			rep.RecordsPerSec = float64(sink.RecordsIn-r.sinkIn) / now.Sub(r.last).Seconds()
 			r.sinkIn = sink.RecordsIn
 		}
-		cks := job.Checkpoints()
-		for _, c := range cks[r.reports:] {
-			rep.Checkpoints = append(rep.Checkpoints, soak.CheckpointOf(c))
+		// NB: the job keeps only its latest checkpoints, and gives each
+		// a new id, higher than those before.
+		for _, c := range job.Checkpoints() {
+			if c.ID > r.lastID {
+				rep.Checkpoints = append(rep.Checkpoints, soak.CheckpointOf(c))
+				r.lastID = c.ID
+			}
 		}
-		r.reports = len(cks)
 		latest, counts := job.Stalls()
 		var total int64
 		for _, n := range counts {
