@@ -29,7 +29,10 @@
 //
 // # The CSV
 //
-// One row per Sample, after this header (units last in the names):
+// One row per Sample, after this header (units last in the names), each
+// value rounded to its column's precision; ReadCSV reads the rows back,
+// and refuses a line CSV would not have written, naming its line number
+// and column:
 //
 //	t_s                  seconds since the soak started
 //	child                the child process: 1, then one more after each kill

@@ -2,9 +2,12 @@ package soak
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,49 +33,83 @@ type Sample struct {
 
 // column is one column of the CSV. A level is summed up in the summary;
 // the others (time, ids, counters) are not. Its values are written rounded
-// to digits decimals.
+// to digits decimals; value reads a Sample's and set writes it back.
 type column struct {
 	name   string
 	level  bool
 	digits int
 	value  func(*Sample) float64
+	set    func(*Sample, float64)
 }
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
+func fromS(v float64) time.Duration  { return time.Duration(math.Round(v * 1e9)) }
+func fromMs(v float64) time.Duration { return time.Duration(math.Round(v * 1e6)) }
+func fromUs(v float64) time.Duration { return time.Duration(math.Round(v * 1e3)) }
+
 // columns are the CSV's columns, in order; the package doc says what each
 // holds.
 var columns = []column{
-	{"t_s", false, 3, func(s *Sample) float64 { return s.At.Seconds() }},
-	{"child", false, 0, func(s *Sample) float64 { return float64(s.Child) }},
-	{"rss_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Total) }},
-	{"rss_anon_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Anon) }},
-	{"rss_file_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.File) }},
-	{"rss_shmem_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Shmem) }},
-	{"heap_live_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.HeapLiveBytes) }},
-	{"heap_objects_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.HeapObjectsBytes) }},
-	{"go_held_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GoHeldBytes) }},
-	{"gc_cycles", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GCCycles) }},
-	{"gc_pauses", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GCPauses) }},
-	{"gc_pause_max_us", true, 1, func(s *Sample) float64 { return us(s.Runtime.GCPauseMax) }},
-	{"gc_assist_ms", true, 3, func(s *Sample) float64 { return ms(s.Runtime.GCAssist) }},
-	{"state_bytes", true, 0, func(s *Sample) float64 { return float64(s.State.Bytes) }},
-	{"state_files", true, 0, func(s *Sample) float64 { return float64(s.State.Files) }},
-	{"sink_bytes", true, 0, func(s *Sample) float64 { return float64(s.Sink.Bytes) }},
-	{"sink_files", true, 0, func(s *Sample) float64 { return float64(s.Sink.Files) }},
-	{"ck_completed", false, 0, func(s *Sample) float64 { return float64(s.CheckpointsCompleted) }},
-	{"ck_failed", false, 0, func(s *Sample) float64 { return float64(s.CheckpointsFailed) }},
-	{"ck_last_id", false, 0, func(s *Sample) float64 { return float64(s.Last.ID) }},
-	{"ck_last_duration_ms", true, 3, func(s *Sample) float64 { return ms(s.Last.Duration) }},
-	{"ck_last_sync_max_us", true, 1, func(s *Sample) float64 { return us(s.Last.SyncMax) }},
-	{"ck_last_bytes", true, 0, func(s *Sample) float64 { return float64(s.Last.BytesWritten) }},
-	{"records_per_s", true, 0, func(s *Sample) float64 { return s.RecordsPerSec }},
-	{"latency_p99_us", true, 1, func(s *Sample) float64 { return us(s.LatencyP99) }},
-	{"latency_samples", false, 0, func(s *Sample) float64 { return float64(s.LatencySamples) }},
-	{"restarts", false, 0, func(s *Sample) float64 { return float64(s.Restarts) }},
-	{"failures", false, 0, func(s *Sample) float64 { return float64(s.Failures) }},
-	{"kills", false, 0, func(s *Sample) float64 { return float64(s.Kills) }},
+	{"t_s", false, 3, func(s *Sample) float64 { return s.At.Seconds() },
+		func(s *Sample, v float64) { s.At = fromS(v) }},
+	{"child", false, 0, func(s *Sample) float64 { return float64(s.Child) },
+		func(s *Sample, v float64) { s.Child = int(v) }},
+	{"rss_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Total) },
+		func(s *Sample, v float64) { s.RSS.Total = uint64(v) }},
+	{"rss_anon_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Anon) },
+		func(s *Sample, v float64) { s.RSS.Anon = uint64(v) }},
+	{"rss_file_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.File) },
+		func(s *Sample, v float64) { s.RSS.File = uint64(v) }},
+	{"rss_shmem_bytes", true, 0, func(s *Sample) float64 { return float64(s.RSS.Shmem) },
+		func(s *Sample, v float64) { s.RSS.Shmem = uint64(v) }},
+	{"heap_live_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.HeapLiveBytes) },
+		func(s *Sample, v float64) { s.Runtime.HeapLiveBytes = uint64(v) }},
+	{"heap_objects_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.HeapObjectsBytes) },
+		func(s *Sample, v float64) { s.Runtime.HeapObjectsBytes = uint64(v) }},
+	{"go_held_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GoHeldBytes) },
+		func(s *Sample, v float64) { s.Runtime.GoHeldBytes = uint64(v) }},
+	{"gc_cycles", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GCCycles) },
+		func(s *Sample, v float64) { s.Runtime.GCCycles = uint64(v) }},
+	{"gc_pauses", true, 0, func(s *Sample) float64 { return float64(s.Runtime.GCPauses) },
+		func(s *Sample, v float64) { s.Runtime.GCPauses = uint64(v) }},
+	{"gc_pause_max_us", true, 1, func(s *Sample) float64 { return us(s.Runtime.GCPauseMax) },
+		func(s *Sample, v float64) { s.Runtime.GCPauseMax = fromUs(v) }},
+	{"gc_assist_ms", true, 3, func(s *Sample) float64 { return ms(s.Runtime.GCAssist) },
+		func(s *Sample, v float64) { s.Runtime.GCAssist = fromMs(v) }},
+	{"state_bytes", true, 0, func(s *Sample) float64 { return float64(s.State.Bytes) },
+		func(s *Sample, v float64) { s.State.Bytes = uint64(v) }},
+	{"state_files", true, 0, func(s *Sample) float64 { return float64(s.State.Files) },
+		func(s *Sample, v float64) { s.State.Files = int(v) }},
+	{"sink_bytes", true, 0, func(s *Sample) float64 { return float64(s.Sink.Bytes) },
+		func(s *Sample, v float64) { s.Sink.Bytes = uint64(v) }},
+	{"sink_files", true, 0, func(s *Sample) float64 { return float64(s.Sink.Files) },
+		func(s *Sample, v float64) { s.Sink.Files = int(v) }},
+	{"ck_completed", false, 0, func(s *Sample) float64 { return float64(s.CheckpointsCompleted) },
+		func(s *Sample, v float64) { s.CheckpointsCompleted = int(v) }},
+	{"ck_failed", false, 0, func(s *Sample) float64 { return float64(s.CheckpointsFailed) },
+		func(s *Sample, v float64) { s.CheckpointsFailed = int(v) }},
+	{"ck_last_id", false, 0, func(s *Sample) float64 { return float64(s.Last.ID) },
+		func(s *Sample, v float64) { s.Last.ID = uint64(v) }},
+	{"ck_last_duration_ms", true, 3, func(s *Sample) float64 { return ms(s.Last.Duration) },
+		func(s *Sample, v float64) { s.Last.Duration = fromMs(v) }},
+	{"ck_last_sync_max_us", true, 1, func(s *Sample) float64 { return us(s.Last.SyncMax) },
+		func(s *Sample, v float64) { s.Last.SyncMax = fromUs(v) }},
+	{"ck_last_bytes", true, 0, func(s *Sample) float64 { return float64(s.Last.BytesWritten) },
+		func(s *Sample, v float64) { s.Last.BytesWritten = uint64(v) }},
+	{"records_per_s", true, 0, func(s *Sample) float64 { return s.RecordsPerSec },
+		func(s *Sample, v float64) { s.RecordsPerSec = v }},
+	{"latency_p99_us", true, 1, func(s *Sample) float64 { return us(s.LatencyP99) },
+		func(s *Sample, v float64) { s.LatencyP99 = fromUs(v) }},
+	{"latency_samples", false, 0, func(s *Sample) float64 { return float64(s.LatencySamples) },
+		func(s *Sample, v float64) { s.LatencySamples = uint64(v) }},
+	{"restarts", false, 0, func(s *Sample) float64 { return float64(s.Restarts) },
+		func(s *Sample, v float64) { s.Restarts = int(v) }},
+	{"failures", false, 0, func(s *Sample) float64 { return float64(s.Failures) },
+		func(s *Sample, v float64) { s.Failures = int(v) }},
+	{"kills", false, 0, func(s *Sample) float64 { return float64(s.Kills) },
+		func(s *Sample, v float64) { s.Kills = int(v) }},
 }
 
 // Header returns the CSV's header line, without its newline.
@@ -121,4 +158,101 @@ func AppendRow(b []byte, s *Sample) []byte {
 		b = strconv.AppendFloat(b, math.Round(c.value(s)*scale)/scale, 'f', -1, 64)
 	}
 	return b
+}
+
+// ReadCSV reads what CSV writes: the header, then a Sample a row. A line
+// that CSV would not have written (a header of other columns, a row with
+// a cell too many or too few, a cell that is not a number the column can
+// hold, a time before the previous row's) is an error that names it by
+// its line number and its column. Empty lines are skipped.
+func ReadCSV(r io.Reader) ([]Sample, error) {
+	sc := bufio.NewScanner(r)
+	line := 0
+	next := func() (string, bool) {
+		for sc.Scan() {
+			line++
+			if text := strings.TrimSuffix(sc.Text(), "\r"); text != "" {
+				return text, true
+			}
+		}
+		return "", false
+	}
+	header, ok := next()
+	if !ok {
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("no header: the file is empty")
+	}
+	if err := checkHeader(header); err != nil {
+		return nil, fmt.Errorf("line %d: %w", line, err)
+	}
+	var samples []Sample
+	for {
+		row, ok := next()
+		if !ok {
+			break
+		}
+		s, err := parseRow(row)
+		if err == nil && len(samples) > 0 && s.At < samples[len(samples)-1].At {
+			err = fmt.Errorf("column 1 (t_s): %v s, before the previous row's %v s",
+				s.At.Seconds(), samples[len(samples)-1].At.Seconds())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		samples = append(samples, s)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("after line %d: %w", line, err)
+	}
+	return samples, nil
+}
+
+// checkHeader checks that header is the one CSV writes.
+func checkHeader(header string) error {
+	names := strings.Split(header, ",")
+	for i, c := range columns {
+		if i >= len(names) || names[i] != c.name {
+			got := "nothing"
+			if i < len(names) {
+				got = strconv.Quote(names[i])
+			}
+			return fmt.Errorf("column %d of the header is %s, want %q: not a soak's CSV, or of another version", i+1, got, c.name)
+		}
+	}
+	if len(names) > len(columns) {
+		return fmt.Errorf("the header has %d columns, want %d: not a soak's CSV, or of another version", len(names), len(columns))
+	}
+	return nil
+}
+
+// parseRow parses one row of the CSV.
+func parseRow(row string) (Sample, error) {
+	var s Sample
+	cells := strings.Split(row, ",")
+	if len(cells) != len(columns) {
+		return s, fmt.Errorf("%d cells, want one per column: %d", len(cells), len(columns))
+	}
+	for i, c := range columns {
+		v, err := strconv.ParseFloat(cells[i], 64)
+		switch {
+		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+			err = fmt.Errorf("%q is not a number", cells[i])
+		case v < 0:
+			err = fmt.Errorf("%q is negative", cells[i])
+		case c.digits == 0 && v != math.Trunc(v):
+			err = fmt.Errorf("%q is not a whole number", cells[i])
+		default:
+			c.set(&s, v)
+			// NB: a value the field cannot hold does not read back.
+			if back := c.value(&s); math.Abs(back-v) > 1e-6*max(1, v) {
+				err = fmt.Errorf("%q is out of range", cells[i])
+			}
+		}
+		if err != nil {
+			return s, fmt.Errorf("column %d (%s): %w", i+1, c.name, err)
+		}
+	}
+	return s, nil
 }

@@ -237,3 +237,75 @@ func TestRuntimeReader(t *testing.T) {
 		t.Errorf("a read right after counts %d cycles: want those since the previous read only", again.GCCycles)
 	}
 }
+
+// TestReadCSV reads back what CSV writes: every field a column holds, in
+// its column's precision, and nothing else.
+func TestReadCSV(t *testing.T) {
+	samples := []Sample{
+		{At: 1013 * time.Millisecond, Child: 1, RSS: RSS{Total: 75153408, Anon: 42299392, File: 28643328, Shmem: 4210688},
+			Runtime: Runtime{HeapLiveBytes: 22164600, HeapObjectsBytes: 37929848, GoHeldBytes: 46197016, GCCycles: 4,
+				GCPauses: 8, GCPauseMax: 655400 * time.Nanosecond, GCAssist: 534 * time.Microsecond},
+			State: DirUsage{Bytes: 12288, Files: 8}, Sink: DirUsage{Bytes: 47058944, Files: 3},
+			RecordsPerSec: 5269319, LatencyP99: 1851400 * time.Nanosecond, LatencySamples: 5129},
+		{At: 92022 * time.Millisecond, Child: 2, RSS: RSS{Total: 220234000}, CheckpointsCompleted: 80, CheckpointsFailed: 1,
+			Last:     Checkpoint{ID: 81, Duration: 66855 * time.Microsecond, SyncMax: 3519300 * time.Nanosecond, BytesWritten: 3965951},
+			Restarts: 2, Failures: 3, Kills: 1},
+		{At: 92022 * time.Millisecond, Child: 2}, // at the same time as the previous: not before it
+	}
+	var buf bytes.Buffer
+	w, err := NewCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range samples {
+		if err := w.Write(&samples[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadCSV(strings.NewReader(buf.String() + "\n")) // an empty line at the end is no row
+	if err != nil {
+		t.Fatalf("ReadCSV: %v\n%s", err, buf.String())
+	}
+	if len(got) != len(samples) {
+		t.Fatalf("%d samples read back, want %d", len(got), len(samples))
+	}
+	for i := range samples {
+		if got[i] != samples[i] {
+			t.Errorf("sample %d read back as\n%+v\nwant\n%+v", i+1, got[i], samples[i])
+		}
+	}
+}
+
+// TestReadCSVMalformed: a line CSV would not have written is an error that
+// names its line and its column.
+func TestReadCSVMalformed(t *testing.T) {
+	var row []byte
+	row = AppendRow(row, &Sample{At: 2 * time.Second, Child: 1, RSS: RSS{Total: 1000}})
+	good := strings.Split(string(row), ",")
+	with := func(col int, cell string) string {
+		cells := append([]string(nil), good...)
+		cells[col] = cell
+		return strings.Join(cells, ",")
+	}
+	ok := string(row)
+	header := Header()
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"empty", "", "empty"},
+		{"another header", strings.Replace(header, "rss_bytes", "rss", 1) + "\n" + ok, `line 1: column 3 of the header is "rss", want "rss_bytes"`},
+		{"a column more", header + ",extra\n" + ok, "line 1: the header has 30 columns, want 29"},
+		{"a cell short", header + "\n" + ok + "\n" + strings.Join(good[1:], ","), "line 3: 28 cells, want one per column: 29"},
+		{"not a number", header + "\n" + with(2, "12x"), `line 2: column 3 (rss_bytes): "12x" is not a number`},
+		{"NaN", header + "\n" + with(6, "NaN"), `line 2: column 7 (heap_live_bytes): "NaN" is not a number`},
+		{"negative", header + "\n" + with(20, "-5"), `line 2: column 21 (ck_last_duration_ms): "-5" is negative`},
+		{"a fraction of a count", header + "\n" + with(1, "1.5"), `line 2: column 2 (child): "1.5" is not a whole number`},
+		{"out of range", header + "\n" + with(0, "1e12"), `line 2: column 1 (t_s): "1e12" is out of range`},
+		{"back in time", header + "\n" + ok + "\n\n" + with(0, "1.5"), "line 4: column 1 (t_s): 1.5 s, before the previous row's 2 s"},
+	} {
+		samples, err := ReadCSV(strings.NewReader(tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %d samples, error %v; want an error with %q", tc.name, len(samples), err, tc.want)
+		}
+	}
+}
