@@ -67,6 +67,40 @@
 //	failures             failures injected so far
 //	kills                children killed so far
 //
+// # The plot
+//
+// PlotSVG draws the samples as a self-contained SVG of 1000×600 (no
+// scripts, no fonts but the viewer's sans-serif): two panels over the
+// minutes since the start, with a legend above each.
+//
+//	   ┌──────────┬───────────────┬─────────────────────────────┐
+//	MB │ RSS      ┆               │                             │
+//	   │          ┆ - - - - - - - │ - - - RSS bound - - - - - - │
+//	   │ heap live┆               │                             │
+//	   └──────────┴───────────────┼─────────────────────────────┘
+//	   ┌──────────────────────────┼─────────────────────────────┐
+//	ms │ · · · · · · · · · · · · ·│ · · · · · · · · · · · · · · │
+//	   │ - - - - - - - - - - - - -│ - - - duration bound - - - -│
+//	   └──────────────────────────┴─────────────────────────────┘
+//	   0    warm-up end          kill                        min
+//
+// The memory panel has RSS and the Go heap marked live, a line of each
+// per child: a line from a killed child to the next would draw memory
+// that no process had. Heap live is left out until a child's first GC,
+// before which it reads 0. The checkpoint panel has a dot per sample at
+// its latest checkpoint's duration (ck_last_duration_ms), from the first
+// checkpoint on. A kill, where the child changes, is a thin line across
+// both; the legend counts them.
+//
+// PlotOptions adds the marks of the soak's bounds: a dotted line at the
+// warm-up's end; a dashed line, from there on, at the largest RSS during
+// the warm-up times 1+RSSBoundPct/100, the level the summary's RSS growth
+// compares with; a dashed line at a checkpoint duration bound.
+//
+// dfbench soak --plot FILE draws the soak's samples at its end; with
+// --replot CSV it draws those of an earlier soak's --csv file, read with
+// ReadCSV, and runs nothing.
+//
 // # The summary
 //
 // For each level (not the counters): its value at the end of the warm-up
