@@ -50,6 +50,9 @@ type soakFlags struct {
 	killEvery time.Duration
 	csv       string
 	json      bool
+	plot      string        // --plot: draw the samples to this .svg or .png file
+	replot    string        // --replot: draw --plot from this CSV instead of soaking
+	plotBound time.Duration // --plot-duration-bound
 	verify    bool
 	sinkKeep  int
 	bounds    soak.Bounds
@@ -89,6 +92,9 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	if f.child != "" {
 		return runSoakChild(f.child, os.Stdin, stdout)
 	}
+	if f.replot != "" {
+		return replot(f)
+	}
 	cleanup, err := soakDirs(&f.job)
 	if err != nil {
 		return err
@@ -105,6 +111,12 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 		defer out.Close()
 		if s.csv, err = soak.NewCSV(out); err != nil {
 			return fmt.Errorf("--csv: %w", err)
+		}
+	}
+	if f.plot != "" {
+		// NB: a plot that cannot be written is found now, not after the soak.
+		if err := os.WriteFile(f.plot, nil, 0o644); err != nil {
+			return fmt.Errorf("--plot: %w", err)
 		}
 	}
 	if f.verify {
@@ -131,6 +143,9 @@ func runSoak(args []string, stdout, stderr io.Writer) error {
 	} else {
 		err = printSoak(stdout, f, s, summary, check)
 	}
+	if f.plot != "" {
+		err = errors.Join(err, writePlot(f.plot, s.samples, "dfbench soak: "+soakTitle(f), plotOptions(f)))
+	}
 	if check != nil && check.err != nil {
 		runErr = errors.Join(runErr, check.err)
 	}
@@ -155,11 +170,17 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakFlags, error) {
 	fs.Uint64Var(&j.SampleEvery, "sample-every", pipelines.DefaultSampleEvery, "make about one record in N (a power of two) a latency sample")
 	fs.DurationVar(&j.Interval, "interval", time.Second, "take a sample every D")
 	fs.DurationVar(&f.duration, "duration", time.Minute, "run this long, then end the sources and let the job commit all its output")
-	fs.DurationVar(&f.warmup, "warmup", 0, "leave the first D out of the trends and measure RSS growth against it (default: 2m or a fifth of --duration, whichever is shorter)")
+	fs.DurationVar(&f.warmup, "warmup", 0, "leave the first D out of the trends and measure RSS growth against it "+
+		"(default: 2m or a fifth of --duration, or with --replot of the CSV's samples, whichever is shorter)")
 	fs.DurationVar(&f.failEvery, "fail-every", 0, "fail a task every D; the job restores its latest checkpoint in place (0: never)")
 	fs.DurationVar(&f.killEvery, "kill-every", 0, "SIGKILL the job's process every D and start it again on its state dir, from its latest checkpoint (0: never)")
 	fs.StringVar(&f.csv, "csv", "", "write the samples to this file as CSV (columns: go doc ./bench/soak)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as one JSON object")
+	fs.StringVar(&f.plot, "plot", "", "at the end, draw the samples to this file: RSS and Go heap live in MB, the latest checkpoint's duration in ms, "+
+		"a line at each kill, and the marks of --warmup, --max-rss-growth and --plot-duration-bound; "+
+		"FILE.svg, or FILE.png converted from the SVG by rsvg-convert, which must be on PATH")
+	fs.StringVar(&f.replot, "replot", "", "run nothing: draw --plot from this --csv file of an earlier soak (with --warmup, --max-rss-growth and --plot-duration-bound for the marks)")
+	fs.DurationVar(&f.plotBound, "plot-duration-bound", 0, "with --plot, a dashed line at this checkpoint duration (0: none)")
 	fs.BoolVar(&f.verify, "verify", true, "at the end, check that the sink dir holds each key's counts 1..n exactly once, n its generated records (keyed-count only)")
 	fs.IntVar(&f.sinkKeep, "sink-keep", 0, fmt.Sprintf("check committed output as it appears and delete all but each sink subtask's newest N part files: bounded disk for long runs (0: keep all, check at the end; else at least %d)", soakMinSinkKeep))
 	fs.Float64Var(&f.bounds.MaxRSSGrowthPct, "max-rss-growth", -1, "fail if the largest RSS after the warm-up exceeds the largest during it by more than P percent (negative: no bound)")
@@ -171,15 +192,22 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakFlags, error) {
 	if f.child != "" {
 		return f, nil
 	}
-	if f.warmup == 0 {
-		f.warmup = min(2*time.Minute, f.duration/5)
+	if f.warmup == 0 && f.replot == "" {
+		f.warmup = defaultWarmup(f.duration)
 	}
-	if err := checkSoakFlags(&f); err != nil {
+	err := checkPlotFlags(&f)
+	if err == nil && f.replot == "" {
+		err = checkSoakFlags(&f)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "dfbench soak: %v\n", err)
 		return f, errUsage
 	}
 	return f, nil
 }
+
+// defaultWarmup is the warm-up of a soak that lasts d, without --warmup.
+func defaultWarmup(d time.Duration) time.Duration { return min(2*time.Minute, d/5) }
 
 // checkSoakFlags reports flags that make no sense, in the flags' words.
 func checkSoakFlags(f *soakFlags) error {

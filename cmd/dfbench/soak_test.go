@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +49,7 @@ func TestSoakFailAndKill(t *testing.T) {
 	args := []string{"soak", "--duration", "4s", "--keys", "1000", "--rate", "100000", "--parallelism", "2",
 		"--workers", "2", "--checkpoint-interval", "100ms", "--interval", "250ms", "--fail-every", "500ms",
 		"--kill-every", "1500ms", "--sink-keep", "4", "--csv", csvFile, "--json",
-		"--max-failed-checkpoints", "0"}
+		"--max-failed-checkpoints", "0", "--plot", filepath.Join(dir, "samples.svg")}
 	var stdout, stderr bytes.Buffer
 	if code := dfbench(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, stderr.String(), stdout.String())
@@ -70,6 +73,9 @@ func TestSoakFailAndKill(t *testing.T) {
 	}
 	if len(sum.Violations) != 0 {
 		t.Errorf("violations %q", sum.Violations)
+	}
+	if kills := killLines(t, filepath.Join(dir, "samples.svg")); kills < 1 || kills > sum.Kills {
+		t.Errorf("%d kill lines in the plot, want 1 to %d: one per change of child in the samples", kills, sum.Kills)
 	}
 	rows := readSoakCSV(t, csvFile)
 	if len(rows) < 4 || len(rows) != sum.Samples {
@@ -143,6 +149,11 @@ func TestSoakFlags(t *testing.T) {
 		{[]string{"--sink-dir", full}, "not empty"},
 		{[]string{"--fail-every", "-1s"}, "--fail-every -1s"},
 		{[]string{"--sample-every", "3"}, "--sample-every 3"},
+		{[]string{"--replot", "x.csv"}, "--replot x.csv: needs --plot FILE"},
+		{[]string{"--replot", "x.csv", "--plot", "x.svg", "--csv", "y.csv"}, "--replot with --csv y.csv"},
+		{[]string{"--plot", "x.gif"}, "--plot x.gif: want FILE.svg"},
+		{[]string{"--plot", "x.svg", "--csv", "x.svg"}, "--plot x.svg: the file of --csv too"},
+		{[]string{"--plot-duration-bound", "1s"}, "--plot-duration-bound 1s: must be positive, with --plot"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := dfbench(append([]string{"soak"}, tc.args...), &stdout, &stderr)
@@ -234,5 +245,101 @@ func TestSoakFold(t *testing.T) {
 	check, err := output.Check(pipelines.Config{Pipeline: "keyed-count", Keys: 1, Parallelism: 1}, []uint64{count})
 	if err != nil || check.Lines != count || check.Files != int(count) {
 		t.Errorf("check %+v, %v: want %d lines in as many files, each once", check, err, count)
+	}
+}
+
+// killLines parses a --plot SVG as XML and counts its kill lines.
+func killLines(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, kills := xml.NewDecoder(bytes.NewReader(b)), 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return kills
+		}
+		if err != nil {
+			t.Fatalf("%s is not well-formed XML: %v", file, err)
+		}
+		if e, ok := tok.(xml.StartElement); ok {
+			for _, a := range e.Attr {
+				if a.Name.Local == "class" && a.Value == "kill" {
+					kills++
+				}
+			}
+		}
+	}
+}
+
+// TestSoakReplot draws the plot of a CSV again, as an SVG and, with
+// rsvg-convert, a PNG; a bad CSV is an error naming its file and line.
+func TestSoakReplot(t *testing.T) {
+	dir := t.TempDir()
+	csvFile := filepath.Join(dir, "samples.csv")
+	out, err := os.Create(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := soak.NewCSV(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		s := soak.Sample{At: time.Duration(i+1) * time.Second, Child: 1 + i/4, RSS: soak.RSS{Total: uint64(100+i) << 20},
+			Last: soak.Checkpoint{ID: uint64(i), Duration: time.Duration(40+i) * time.Millisecond}, Kills: i / 4}
+		if err := w.Write(&s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Close()
+
+	svg := filepath.Join(dir, "samples.svg")
+	var stdout, stderr bytes.Buffer
+	if code := dfbench([]string{"soak", "--replot", csvFile, "--plot", svg, "--max-rss-growth", "10"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--replot: exit %d: %s", code, stderr.String())
+	}
+	if kills := killLines(t, svg); kills != 2 {
+		t.Errorf("%d kill lines in the plot, want 2: children 1, 2 and 3", kills)
+	}
+	if _, err := exec.LookPath("rsvg-convert"); err == nil {
+		png := filepath.Join(dir, "samples.png")
+		if code := dfbench([]string{"soak", "--replot", csvFile, "--plot", png}, &stdout, &stderr); code != 0 {
+			t.Fatalf("--replot to a PNG: exit %d: %s", code, stderr.String())
+		}
+		if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s: %d bytes, %v; want a PNG", png, len(b), err)
+		}
+	} else {
+		t.Log("no rsvg-convert on PATH: no PNG drawn")
+	}
+
+	b, err := os.ReadFile(csvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	lines[2] = strings.Replace(lines[2], ",", ",x", 1)
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	code := dfbench([]string{"soak", "--replot", bad, "--plot", svg}, &stdout, &stderr)
+	if want := "--replot " + bad + ": line 3: column 2 (child)"; code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("--replot of a bad CSV: exit %d, %q; want 1 and %q", code, stderr.String(), want)
+	}
+}
+
+// TestSoakPlotPNGWithout: without rsvg-convert, --plot FILE.png is refused
+// before anything runs, pointing at .svg.
+func TestSoakPlotPNGWithout(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	code := dfbench([]string{"soak", "--plot", "x.png"}, &stdout, &stderr)
+	if want := "rsvg-convert, which is not on PATH; a .svg file needs nothing"; code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, %q; want 2 and %q", code, stderr.String(), want)
 	}
 }
