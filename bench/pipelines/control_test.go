@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,10 +111,16 @@ func TestControlFailAndStop(t *testing.T) {
 
 // TestCheckKeyedCountFindsDamage damages the committed output of a
 // bounded keyed-count run in each way a broken exactly-once would: the
-// check passes the output as committed and fails every damaged copy.
+// check passes the output as committed and fails every damaged copy: with
+// a sum per key, and with keys many enough to share buckets.
 func TestCheckKeyedCountFindsDamage(t *testing.T) {
+	t.Run("per key", func(t *testing.T) { checkFindsDamage(t, 100, 20_000) })
+	t.Run("buckets", func(t *testing.T) { checkFindsDamage(t, 2*maxBuckets+5, 200_000) })
+}
+
+func checkFindsDamage(t *testing.T, keys, records uint64) {
 	dir := t.TempDir()
-	c := Config{Pipeline: "keyed-count", Records: 20_000, Parallelism: 2, Workers: 2, Keys: 100,
+	c := Config{Pipeline: "keyed-count", Records: records, Parallelism: 2, Workers: 2, Keys: keys,
 		Checkpoint: ringflow.CheckpointConfig{Interval: 5 * time.Millisecond, StateDir: filepath.Join(dir, "state")},
 		SinkDir:    filepath.Join(dir, "out")}
 	if _, err := Run(context.Background(), c); err != nil {
@@ -152,7 +159,7 @@ func TestCheckKeyedCountFindsDamage(t *testing.T) {
 		{"a line repeated", func(l []string) []string { return append(l, l[0]) }},
 		{"a line lost", func(l []string) []string { return l[1:] }},
 		{"a count repeated in place of another", func(l []string) []string { l[0] = l[other]; return l }},
-		{"a key out of range", func(l []string) []string { return append(l, "100 1") }},
+		{"a key out of range", func(l []string) []string { return append(l, fmt.Sprint(keys, " 1")) }},
 		{"a count of 0", func(l []string) []string { return append(l, key+" 0") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
