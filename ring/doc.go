@@ -80,15 +80,18 @@
 // A side that finds the ring empty (consumer) or full (producer) spins
 // briefly, then yields its thread, then parks. To park, the consumer stores 1
 // into its parked word and re-reads the producer position; only if that is
-// still unchanged does it sleep, in a futex wait on the low 32 bits of the
-// producer position word. After every publish the producer reads the consumer
-// parked word and, only if it is 1, clears it with a CAS and wakes the futex.
+// still unchanged does it sleep, in a futex wait on its parked word while the
+// word holds 1. After every publish the producer reads the consumer parked
+// word and, only if it is 1, clears it with a CAS and wakes the futex.
 // Because both the parked-word store and the position store are sequentially
 // consistent, either the consumer sees the new position or the producer sees
-// the parked word: no wake-up is lost. The futex is a shared (not private)
-// futex, so it works between processes. A ring used inside one process can
-// instead hand wake-ups to a Waker, so that one worker thread can sleep on
-// many rings at once.
+// the parked word; and a wake-up that falls between the consumer's re-read
+// and its futex wait has already cleared the word, so the wait returns at
+// once: no wake-up is lost, even one that moves no position. The producer
+// parks in the mirror image. The futex is a shared (not private) futex, so
+// it works between processes. A ring used inside one process can instead
+// hand wake-ups to a Waker, so that one worker thread can sleep on many rings
+// at once.
 //
 // # Bad input
 //

@@ -111,8 +111,8 @@ func (rd *Reader) publish() {
 	}
 	rd.published = rd.released
 	rd.r.consPos.Store(rd.released)
-	if rd.r.prodParked.Load() != 0 && rd.r.prodParked.CompareAndSwap(1, 0) {
-		wake(rd.r.prodWaker, rd.r.consPos)
+	if rd.r.prodParked.Load() != 0 {
+		wakeParked(rd.r.prodWaker, rd.r.prodParked)
 	}
 }
 

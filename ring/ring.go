@@ -290,7 +290,7 @@ func (r *Ring) Reader() *Reader { return &r.r }
 
 // SetWakers makes wake-ups of a parked consumer call consumer.Wake and those
 // of a parked producer call producer.Wake, instead of the futex on the
-// position word. Either may be nil to keep the futex. Only meaningful for
+// parked word. Either may be nil to keep the futex. Only meaningful for
 // rings whose two sides live in this process; call it before use.
 func (r *Ring) SetWakers(consumer, producer Waker) {
 	r.consWaker, r.prodWaker = consumer, producer

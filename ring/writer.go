@@ -200,10 +200,11 @@ func (w *Writer) Flush() {
 	}
 	w.published = w.pos
 	w.r.prodPos.Store(w.pos)
-	// NB: the store above is sequentially consistent, so this load cannot be
-	// ordered before it; see "Waiting" in the package doc.
-	if w.r.consParked.Load() != 0 && w.r.consParked.CompareAndSwap(1, 0) {
-		wake(w.r.consWaker, w.r.prodPos)
+	// NB: the store above is sequentially consistent, so the load of the
+	// parked word cannot be ordered before it; see "Waiting" in the package
+	// doc.
+	if w.r.consParked.Load() != 0 {
+		wakeParked(w.r.consWaker, w.r.consParked)
 	}
 }
 
