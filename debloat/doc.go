@@ -79,4 +79,9 @@
 // clock step, a counter reset on restore) restarts the period without
 // measuring it. Observe with a consumed slice of the wrong length panics:
 // that is a bug in the caller, not an input.
+//
+// testdata/*.txt are the narrated golden scenarios: a first measurement,
+// a step down and up, a burst, a stall, an idle consumer, the clamps, the
+// threshold, channels sharing a consumer, and counts that go back. Each
+// fails if the rule it shows breaks.
 package debloat
