@@ -14,6 +14,50 @@ func setLadder(spin, yield int) (restore func()) {
 	return func() { spinIters, yieldIters = s, y }
 }
 
+// setParkSlice sets the longest futex sleep of the waiting ladder and
+// returns a function that restores it.
+func setParkSlice(d time.Duration) (restore func()) {
+	old := parkSlice
+	parkSlice = d
+	return func() { parkSlice = old }
+}
+
+// TestWakeInParkWindow wakes a parked writer in the window between its last
+// look at the ring and its futex sleep, with a wake-up that moves no
+// position. The sleep must end at once. Sleeps are as long as the watchdog,
+// so a lost wake-up fails the test at the deadline.
+func TestWakeInParkWindow(t *testing.T) {
+	defer setLadder(0, 0)()
+	defer setParkSlice(watchdog)()
+	r := newRing(t, 4096)
+	w, rd := r.Writer(), r.Reader()
+	for w.WriteData(make([]byte, 200), 1) {
+	}
+	sleeps := 0
+	parkHook = func() {
+		sleeps++
+		if sleeps == 1 {
+			wakeParked(nil, r.prodParked)
+			return
+		}
+		// The first sleep ended: now make room for real.
+		for {
+			f, err := rd.Next()
+			if err != nil {
+				break
+			}
+			rd.Release(f)
+		}
+	}
+	defer func() { parkHook = nil }()
+	if err := w.Wait(200, time.Now().Add(watchdog)); err != nil {
+		t.Fatalf("writer: %v after %d sleeps (a wake-up that moved no position was lost)", err, sleeps)
+	}
+	if sleeps != 2 {
+		t.Fatalf("writer slept %d times, want 2: woken once for nothing, then for room", sleeps)
+	}
+}
+
 // TestParkWake runs 10^5 ping-pong cycles over two rings with the spin and
 // yield stages of the waiting ladder turned off, so that every wait that
 // finds nothing parks on the futex. A lost wake-up leaves one side asleep

@@ -18,6 +18,9 @@ type Reader struct {
 	published  uint64 // last consumer position stored into the header
 	cachedProd uint64 // producer position as last loaded
 	err        error  // sticky: set once the ring is found corrupt
+
+	limit        uint64 // the limit as last set (see SetLimit); 0: none
+	publishEvery uint64 // released bytes that Release publishes at once
 }
 
 // Next returns the next frame. It returns ErrEmpty if there is none yet, and
@@ -99,7 +102,7 @@ func (rd *Reader) Release(f Frame) {
 		return
 	}
 	rd.released = f.end
-	if rd.released-rd.published >= rd.r.capacity/4 {
+	if rd.released-rd.published >= rd.publishEvery {
 		rd.publish()
 	}
 }
@@ -111,8 +114,8 @@ func (rd *Reader) publish() {
 	}
 	rd.published = rd.released
 	rd.r.consPos.Store(rd.released)
-	if rd.r.prodParked.Load() != 0 && rd.r.prodParked.CompareAndSwap(1, 0) {
-		wake(rd.r.prodWaker, rd.r.consPos)
+	if rd.r.prodParked.Load() != 0 {
+		wakeParked(rd.r.prodWaker, rd.r.prodParked)
 	}
 }
 

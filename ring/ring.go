@@ -29,6 +29,10 @@ const (
 	offConsumer   = 256
 	offConsParked = 384
 	offProdParked = 512
+	// NB: the limit word was added after layout version 1 was in use, into
+	// header space that was zero; zero means no limit, so ring files made
+	// before it read as unlimited and the version stays 1.
+	offLimit = 640
 
 	// MinCapacity and MaxCapacity bound the data region.
 	MinCapacity = 1 << 10
@@ -63,6 +67,7 @@ type Ring struct {
 	consPos    *atomic.Uint64
 	consParked *atomic.Uint32
 	prodParked *atomic.Uint32
+	limit      *atomic.Uint64
 
 	// Wakers replace the futex wake-up for rings used inside one process.
 	consWaker Waker
@@ -243,6 +248,10 @@ func validateHeader(hdr []byte, fileSize int64) error {
 	if res < 2*barrierFrameSize || res > c/4 || res%8 != 0 {
 		return fmt.Errorf("control reserve %d out of range for capacity %d", res, c)
 	}
+	if l := binary.LittleEndian.Uint64(hdr[offLimit:]); l != 0 && (l < MinLimit || l > c-res || l%8 != 0) {
+		return fmt.Errorf("consumer limit %d is neither 0 (none) nor a multiple of 8 in [MinLimit %d, capacity - reserve = %d]",
+			l, MinLimit, c-res)
+	}
 	return nil
 }
 
@@ -260,14 +269,18 @@ func attach(mem []byte, path string, owner bool) (*Ring, error) {
 		consPos:    (*atomic.Uint64)(unsafe.Pointer(&mem[offConsumer])),
 		consParked: (*atomic.Uint32)(unsafe.Pointer(&mem[offConsParked])),
 		prodParked: (*atomic.Uint32)(unsafe.Pointer(&mem[offProdParked])),
+		limit:      (*atomic.Uint64)(unsafe.Pointer(&mem[offLimit])),
 	}
 	prod, cons := r.prodPos.Load(), r.consPos.Load()
 	if prod < cons || prod-cons > capacity || prod%8 != 0 || cons%8 != 0 {
 		return nil, fmt.Errorf("%w: positions producer=%d consumer=%d do not fit capacity %d",
 			ErrCorrupt, prod, cons, capacity)
 	}
-	r.w = Writer{r: r, pos: prod, published: prod, cachedCons: cons, maxPayload: maxPayload(r.capacity, r.reserve)}
-	r.r = Reader{r: r, pos: cons, released: cons, published: cons, cachedProd: prod}
+	limit := r.limitOf(r.limit.Load())
+	r.w = Writer{r: r, pos: prod, published: prod, cachedCons: cons, maxPayload: FramePayloadFor(int(r.capacity - r.reserve))}
+	r.w.loadLimit()
+	r.r = Reader{r: r, pos: cons, released: cons, published: cons, cachedProd: prod,
+		limit: limit, publishEvery: r.publishEvery(limit)}
 	return r, nil
 }
 
@@ -290,7 +303,7 @@ func (r *Ring) Reader() *Reader { return &r.r }
 
 // SetWakers makes wake-ups of a parked consumer call consumer.Wake and those
 // of a parked producer call producer.Wake, instead of the futex on the
-// position word. Either may be nil to keep the futex. Only meaningful for
+// parked word. Either may be nil to keep the futex. Only meaningful for
 // rings whose two sides live in this process; call it before use.
 func (r *Ring) SetWakers(consumer, producer Waker) {
 	r.consWaker, r.prodWaker = consumer, producer

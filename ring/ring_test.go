@@ -298,6 +298,14 @@ func TestOpenRejects(t *testing.T) {
 			return append(b, make([]byte, 3000)...)
 		}, "capacity 3000 is not a power of two"},
 		{"size disagrees", func(b []byte) []byte { return append(b, make([]byte, 8192)...) }, "header says 8192"},
+		{"limit past capacity", func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[offLimit:], 8192)
+			return append(b, make([]byte, 4096)...)
+		}, "consumer limit 8192"},
+		{"limit below MinLimit", func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b[offLimit:], 16)
+			return append(b, make([]byte, 4096)...)
+		}, "consumer limit 16"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -15,26 +15,23 @@ var ErrTimeout = errors.New("ring: wait timed out")
 
 // The waiting ladder: spin, then yield the thread, then park. Spinning is
 // brief because this machine may have fewer cores than busy threads.
+// parkSlice bounds one futex sleep, so a deadline is noticed even if no
+// wake-up comes (a dead peer process). Tests change them.
 var (
 	spinIters  = 64
 	yieldIters = 16
+	parkSlice  = 50 * time.Millisecond
 )
 
 // parkHook, when set by a test, is called before every futex sleep.
 var parkHook func()
-
-const (
-	// parkSlice bounds one futex sleep, so a deadline is noticed even if no
-	// wake-up comes (a dead peer process).
-	parkSlice = 50 * time.Millisecond
-)
 
 // Wait blocks until a frame is published past the read position, the
 // deadline passes (ErrTimeout; a zero deadline never passes), or the ring is
 // found corrupt.
 func (rd *Reader) Wait(deadline time.Time) error {
 	ready := func() bool { return rd.pos != rd.cachedProd || rd.refresh() || rd.err != nil }
-	if err := ladder(ready, rd.r.consParked, rd.r.prodPos, func() uint64 { return rd.pos }, deadline); err != nil {
+	if err := ladder(ready, rd.r.consParked, deadline); err != nil {
 		return err
 	}
 	return rd.err
@@ -46,12 +43,12 @@ func (rd *Reader) Wait(deadline time.Time) error {
 func (w *Writer) Wait(n int, deadline time.Time) error {
 	w.Flush()
 	ready := func() bool { return w.Room(n) }
-	return ladder(ready, w.r.prodParked, w.r.consPos, func() uint64 { return w.cachedCons }, deadline)
+	return ladder(ready, w.r.prodParked, deadline)
 }
 
-// ladder waits for ready: spin, yield, then park on the futex word of the
-// other side's position, announcing the sleep in parked.
-func ladder(ready func() bool, parked *atomic.Uint32, other *atomic.Uint64, seen func() uint64, deadline time.Time) error {
+// ladder waits for ready: spin, yield, then park: announce the sleep in
+// parked and sleep on that word while it holds the announcement.
+func ladder(ready func() bool, parked *atomic.Uint32, deadline time.Time) error {
 	for range spinIters {
 		if ready() {
 			return nil
@@ -84,25 +81,29 @@ func ladder(ready func() bool, parked *atomic.Uint32, other *atomic.Uint64, seen
 		if parkHook != nil {
 			parkHook()
 		}
-		// NB: the futex word is the low half of the 64-bit position, which on
-		// a little-endian machine sits at the word's own address. A sleeper
-		// never sees the position move by a multiple of 2^32: that would take
-		// more than the capacity.
-		futex.Wait(low32(other), uint32(seen()), slice)
+		// NB: a waker clears parked before it wakes the futex, so a wake-up
+		// that comes between ready and this call makes it return at once.
+		futex.Wait(word32(parked), 1, slice)
 	}
 }
 
-// wake wakes the other side: through its Waker if it has one, else through
-// the futex on the position word it sleeps on.
-func wake(w Waker, word *atomic.Uint64) {
+// wakeParked wakes the side whose parked word is parked, which its caller
+// found set: it clears the announcement with a CAS, so that one waker calls
+// the Waker or the futex, then wakes through w if there is one, else through
+// the futex on the parked word. NB: callers load the word first, inline:
+// it is almost always 0.
+func wakeParked(w Waker, parked *atomic.Uint32) {
+	if !parked.CompareAndSwap(1, 0) {
+		return
+	}
 	if w != nil {
 		w.Wake()
 		return
 	}
-	futex.Wake(low32(word))
+	futex.Wake(word32(parked))
 }
 
-func low32(w *atomic.Uint64) *uint32 { return (*uint32)(unsafe.Pointer(w)) }
+func word32(w *atomic.Uint32) *uint32 { return (*uint32)(unsafe.Pointer(w)) }
 
 // PrepareToPark announces that the reader is about to sleep until the writer
 // publishes, and reports whether it may: false means a frame is already

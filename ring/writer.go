@@ -18,44 +18,71 @@ type Writer struct {
 	cachedCons uint64 // consumer position as last loaded
 	resv       uint64 // start of the open reservation
 	resvLen    uint64 // payload bytes reserved; 0 when none is open
+	dataKeep   uint64 // bytes DATA frames leave free: capacity less the limit as last loaded
 	maxPayload int    // MaxPayload, computed once
 }
 
-// MaxPayload returns the largest DATA payload a frame can carry in this ring.
+// MaxPayload returns the largest DATA payload a frame can carry in this
+// ring. Under a consumer's limit, a frame that large may fit only into an
+// empty ring; see FramePayloadFor.
 func (w *Writer) MaxPayload() int { return w.maxPayload }
 
-func maxPayload(capacity, reserve uint64) int {
-	// A frame may need a pad of up to its own size in front of it.
-	return int((capacity-reserve)/2) - frameHeaderSize
+// keep says what part of the free space a frame must leave free; see
+// "Control reserve" and "Limit" in the package doc.
+type keep uint8
+
+const (
+	keepNone    keep = iota // BARRIER frames may use the control reserve
+	keepReserve             // WATERMARK and END frames leave it free
+	keepLimit               // DATA frames leave it free and stay within the limit
+)
+
+func (w *Writer) keepBytes(k keep) uint64 {
+	switch k {
+	case keepReserve:
+		return w.r.reserve
+	case keepLimit:
+		return w.dataKeep
+	}
+	return 0
 }
 
-// room reports whether need more bytes fit while keep bytes stay free,
-// reloading the consumer position only when the cached one says no.
-func (w *Writer) room(need, keep uint64) bool {
-	if w.pos+need+keep-w.cachedCons <= w.r.capacity {
+// fits reports whether a frame of size bytes fits outside what k keeps
+// free, counting the pad a wrap would need. It reloads the consumer
+// position and limit only when the cached ones say no.
+func (w *Writer) fits(size uint64, k keep) bool {
+	if tail := w.r.capacity - w.pos&w.r.mask; size > tail {
+		size += tail
+	}
+	if w.pos+size+w.keepBytes(k)-w.cachedCons <= w.r.capacity {
 		return true
 	}
+	return w.reload(size, k)
+}
+
+// reload is fits once the cached values say no: need more bytes, pad
+// included.
+func (w *Writer) reload(need uint64, k keep) bool {
 	w.cachedCons = w.r.consPos.Load()
+	w.loadLimit()
 	if invariants.Enabled && (w.cachedCons > w.pos || w.cachedCons%8 != 0) {
 		panic(invariants.Failf("ring: consumer position %d beyond producer %d", w.cachedCons, w.pos))
+	}
+	keep := w.keepBytes(k)
+	if k == keepLimit && w.pos == w.cachedCons {
+		// NB: an empty ring takes a DATA frame up to MaxPayload whatever the
+		// limit, so a producer whose frames outgrow a lowered limit still
+		// makes progress, one frame at a time.
+		keep = w.r.reserve
 	}
 	return w.pos+need+keep-w.cachedCons <= w.r.capacity
 }
 
-// fits reports whether a frame of size bytes fits outside the last keep
-// bytes of free space, counting the pad a wrap would need.
-func (w *Writer) fits(size, keep uint64) bool {
-	if tail := w.r.capacity - w.pos&w.r.mask; size > tail {
-		size += tail
-	}
-	return w.room(size, keep)
-}
-
-// place makes room for a frame of size bytes outside the last keep bytes of
-// free space, padding the tail of the data region if the frame would cross
-// the wrap. It returns the index the frame starts at, or false.
-func (w *Writer) place(size, keep uint64) (uint64, bool) {
-	if !w.fits(size, keep) {
+// place makes room for a frame of size bytes outside what k keeps free,
+// padding the tail of the data region if the frame would cross the wrap.
+// It returns the index the frame starts at, or false.
+func (w *Writer) place(size uint64, k keep) (uint64, bool) {
+	if !w.fits(size, k) {
 		return 0, false
 	}
 	idx := w.pos & w.r.mask
@@ -68,7 +95,7 @@ func (w *Writer) place(size, keep uint64) (uint64, bool) {
 }
 
 // Room reports whether a DATA frame of n payload bytes fits now.
-func (w *Writer) Room(n int) bool { return w.fits(frameSize(uint64(n)), w.r.reserve) }
+func (w *Writer) Room(n int) bool { return w.fits(frameSize(uint64(n)), keepLimit) }
 
 // Reserve opens a DATA frame with room for n payload bytes and returns that
 // room, in ring memory, for the caller to write records into. It returns nil
@@ -93,9 +120,9 @@ func (w *Writer) ReservePointer(n int) unsafe.Pointer {
 	idx := w.pos & r.mask
 	// NB: the common case, a frame that needs no pad and fits by the cached
 	// consumer position, takes no call; place handles the rest.
-	if idx+size > r.capacity || w.pos+size+r.reserve-w.cachedCons > r.capacity {
+	if idx+size > r.capacity || w.pos+size+w.dataKeep-w.cachedCons > r.capacity {
 		var ok bool
-		if idx, ok = w.place(size, r.reserve); !ok {
+		if idx, ok = w.place(size, keepLimit); !ok {
 			return nil
 		}
 	}
@@ -146,7 +173,7 @@ func (w *Writer) WriteData(payload []byte, count int) bool {
 // reserve, so this succeeds even when the ring is full of data, unless
 // earlier barriers already used the reserve up.
 func (w *Writer) WriteBarrier(b Barrier) bool {
-	p, ok := w.control(FrameBarrier, barrierPayload, 0)
+	p, ok := w.control(FrameBarrier, barrierPayload, keepNone)
 	if ok {
 		encodeBarrier(p, b)
 	}
@@ -154,7 +181,8 @@ func (w *Writer) WriteBarrier(b Barrier) bool {
 }
 
 // WriteWatermark appends a WATERMARK frame carrying event time t. Like data,
-// it may not use the control reserve.
+// it may not use the control reserve; unlike data, it is not bounded by the
+// consumer's limit.
 func (w *Writer) WriteWatermark(t int64) bool { return w.writeWatermark(t, 0) }
 
 // WriteIdle appends a WATERMARK frame that marks the stream idle: until the
@@ -163,7 +191,7 @@ func (w *Writer) WriteWatermark(t int64) bool { return w.writeWatermark(t, 0) }
 func (w *Writer) WriteIdle(t int64) bool { return w.writeWatermark(t, 1) }
 
 func (w *Writer) writeWatermark(t int64, aux uint32) bool {
-	p, ok := w.control(FrameWatermark, watermarkPayload, w.r.reserve)
+	p, ok := w.control(FrameWatermark, watermarkPayload, keepReserve)
 	if ok {
 		binary.LittleEndian.PutUint64(p, uint64(t))
 		*(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(p)), -frameHeaderSize)) =
@@ -173,17 +201,18 @@ func (w *Writer) writeWatermark(t int64, aux uint32) bool {
 }
 
 // WriteEnd appends an END frame: the reader will see no frame after it. Like
-// data, it may not use the control reserve.
+// data, it may not use the control reserve; unlike data, it is not bounded
+// by the consumer's limit.
 func (w *Writer) WriteEnd() bool {
-	_, ok := w.control(FrameEnd, 0, w.r.reserve)
+	_, ok := w.control(FrameEnd, 0, keepReserve)
 	return ok
 }
 
-func (w *Writer) control(t FrameType, n, keep uint64) ([]byte, bool) {
+func (w *Writer) control(t FrameType, n uint64, k keep) ([]byte, bool) {
 	if w.resvLen != 0 {
 		panic("ring: " + t.String() + " written with a reservation open")
 	}
-	idx, ok := w.place(frameSize(n), keep)
+	idx, ok := w.place(frameSize(n), k)
 	if !ok {
 		return nil, false
 	}
@@ -193,17 +222,20 @@ func (w *Writer) control(t FrameType, n, keep uint64) ([]byte, bool) {
 }
 
 // Flush publishes every frame written since the last Flush with one atomic
-// store of the producer position, and wakes the reader if it sleeps.
+// store of the producer position, and wakes the reader if it sleeps. It
+// also reloads the consumer's limit.
 func (w *Writer) Flush() {
+	w.loadLimit()
 	if w.pos == w.published {
 		return
 	}
 	w.published = w.pos
 	w.r.prodPos.Store(w.pos)
-	// NB: the store above is sequentially consistent, so this load cannot be
-	// ordered before it; see "Waiting" in the package doc.
-	if w.r.consParked.Load() != 0 && w.r.consParked.CompareAndSwap(1, 0) {
-		wake(w.r.consWaker, w.r.prodPos)
+	// NB: the store above is sequentially consistent, so the load of the
+	// parked word cannot be ordered before it; see "Waiting" in the package
+	// doc.
+	if w.r.consParked.Load() != 0 {
+		wakeParked(w.r.consWaker, w.r.consParked)
 	}
 }
 
