@@ -99,11 +99,12 @@ func failAfter(job *ringflow.Job, failAt []int64, failures, seen *atomic.Int64) 
 
 // sequenceJob is the sequence test's job: per-key sequence numbers, a
 // failing map, a shuffle, the keyed check, and a transactional file sink.
-func sequenceJob(dir string, keys, perKey uint64, par int, ck ringflow.CheckpointConfig,
+func sequenceJob(dir string, keys, perKey uint64, par int, mode checkpointMode,
 	failAt []int64, failures *atomic.Int64, seen *atomic.Int64, slowSink time.Duration, skew bool) *ringflow.Job {
+	ck := mode.ck
 	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
-		FrameBytes: 2 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
+		FrameBytes: 2 << 10, Debloat: mode.debloat, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
 	gen := func(i uint64) event { return event{Key: i % keys, Seq: i / keys} }
 	if skew {
 		// Half the records carry key 0 (all from source subtask 0, in
@@ -134,15 +135,30 @@ func sequenceJob(dir string, keys, perKey uint64, par int, ck ringflow.Checkpoin
 	return job
 }
 
+// checkpointMode is a way the failure tests take checkpoints.
+type checkpointMode struct {
+	name    string
+	ck      ringflow.CheckpointConfig
+	debloat time.Duration // ringflow.Config.Debloat
+}
+
+// unaligned says whether the mode takes every checkpoint unaligned.
+func (m checkpointMode) unaligned() bool { return m.ck.Unaligned }
+
+// timeout says whether the mode switches to unaligned after a timeout.
+func (m checkpointMode) timeout() bool { return m.ck.AlignmentTimeout > 0 }
+
 // checkpointModes are the ways the failure tests take checkpoints: aligned,
-// unaligned from the start, and aligned switching after a timeout.
-var checkpointModes = []struct {
-	name string
-	ck   ringflow.CheckpointConfig
-}{
-	{"aligned", ringflow.CheckpointConfig{}},
-	{"unaligned", ringflow.CheckpointConfig{Unaligned: true}},
-	{"timeout", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}},
+// unaligned from the start, and aligned switching after a timeout; each
+// also with buffer debloating, whose 1 ms target bounds the tests' rings
+// far below their capacity and shrinks their frames.
+var checkpointModes = []checkpointMode{
+	{"aligned", ringflow.CheckpointConfig{}, 0},
+	{"unaligned", ringflow.CheckpointConfig{Unaligned: true}, 0},
+	{"timeout", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}, 0},
+	{"aligned+debloat", ringflow.CheckpointConfig{}, time.Millisecond},
+	{"unaligned+debloat", ringflow.CheckpointConfig{Unaligned: true}, time.Millisecond},
+	{"timeout+debloat", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}, time.Millisecond},
 }
 
 // TestSequenceWithFailures is the sequence test in the style of Flink's
@@ -186,7 +202,7 @@ func TestSequenceWithFailures(t *testing.T) {
 			}
 			dir := t.TempDir()
 			var failures, seen atomic.Int64
-			job := sequenceJob(dir, keys, perKey, 2, mode.ck, failAt, &failures, &seen, slow, skew)
+			job := sequenceJob(dir, keys, perKey, 2, mode, failAt, &failures, &seen, slow, skew)
 			run(t, job)
 			var want []string
 			next := map[uint64]uint64{}
@@ -226,7 +242,7 @@ func TestSequenceWithFailures(t *testing.T) {
 			}
 			t.Logf("failures at %v; %d checkpoints (%d unaligned subtask snapshots, %d in-flight bytes); last restore from checkpoint %d",
 				failAt, len(job.Checkpoints()), unaligned, inflight, job.RestoredFrom())
-			if (mode.name == "unaligned") != (unaligned > 0) && mode.name != "timeout" {
+			if mode.unaligned() != (unaligned > 0) && !mode.timeout() {
 				t.Fatalf("mode %s took %d unaligned subtask snapshots", mode.name, unaligned)
 			}
 			if job.RestoredFrom() > 0 {
@@ -238,11 +254,12 @@ func TestSequenceWithFailures(t *testing.T) {
 
 // windowSums is a window job over event-time records: sums per key and
 // 100 ms tumbling window, through a failing map, into a file sink.
-func windowJob(dir string, evs []event, par int, ck ringflow.CheckpointConfig, failAt []int64, failures, seen *atomic.Int64,
+func windowJob(dir string, evs []event, par int, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64,
 	slow time.Duration) *ringflow.Job {
+	ck := mode.ck
 	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	job := ringflow.NewJob(ringflow.Config{Parallelism: par, Workers: 2, BatchSize: 50, RingCapacity: 32 << 10,
-		FrameBytes: 2 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
+		FrameBytes: 2 << 10, Debloat: mode.debloat, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
 	src := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), eventTime())
 	failing := ringflow.Map(src, "failing", failAfter(job, failAt, failures, seen))
 	k := ringflow.KeyBy(failing, func(e event) uint64 { return e.Key })
@@ -285,7 +302,7 @@ func TestWindowsWithFailures(t *testing.T) {
 			failAt := []int64{1 + rnd.Int64N(60_000), 60_000 + rnd.Int64N(30_000)}
 			dir := t.TempDir()
 			var failures, seen atomic.Int64
-			job := windowJob(dir, evs, 2, mode.ck, failAt, &failures, &seen, slow)
+			job := windowJob(dir, evs, 2, mode, failAt, &failures, &seen, slow)
 			run(t, job)
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
 			if job.Restarts() != int(failures.Load()) || failures.Load() == 0 {
@@ -302,8 +319,8 @@ func TestWindowsWithFailures(t *testing.T) {
 func TestRescale(t *testing.T) {
 	evs := makeEvents(seeds.Seed(t), 80_000, 500, 0)
 	want := rollingCounts(evs)
-	build := func(dir string, par int, rate float64) *ringflow.Job {
-		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50,
+	build := func(dir string, par int, rate float64, debloat time.Duration) *ringflow.Job {
+		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50, Debloat: debloat,
 			Checkpoint: checkpointed(dir, 2*time.Millisecond)})
 		s := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event { return evs[i] },
 			ringflow.GenOptions{Count: uint64(len(evs)), Rate: rate}))
@@ -317,10 +334,10 @@ func TestRescale(t *testing.T) {
 		ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")), ringflow.Parallelism(par))
 		return job
 	}
-	for _, to := range []int{1, 4} {
-		t.Run(fmt.Sprint(to), func(t *testing.T) {
+	for _, to := range rescaleTargets {
+		t.Run(to.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			first := build(dir, 2, 50_000) // 1.6 s of input
+			first := build(dir, 2, 50_000, to.debloat) // 1.6 s of input
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				for len(first.Checkpoints()) < 2 {
@@ -331,7 +348,7 @@ func TestRescale(t *testing.T) {
 			if err := first.Run(ctx); err != context.Canceled {
 				t.Fatalf("first run: %v, want it cancelled after 2 checkpoints", err)
 			}
-			second := build(dir, to, 0)
+			second := build(dir, to.par, 0, to.debloat)
 			run(t, second)
 			if second.RestoredFrom() == 0 {
 				t.Fatal("the second run did not restore a checkpoint")
@@ -339,6 +356,22 @@ func TestRescale(t *testing.T) {
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), want)
 		})
 	}
+}
+
+// rescaleTargets are the rescaling tests' cases: the parallelism the job
+// resumes at, from 2, without and with buffer debloating.
+var rescaleTargets = []rescaleTarget{{1, 0}, {4, 0}, {1, time.Millisecond}, {4, time.Millisecond}}
+
+type rescaleTarget struct {
+	par     int
+	debloat time.Duration
+}
+
+func (r rescaleTarget) String() string {
+	if r.debloat > 0 {
+		return fmt.Sprintf("%d+debloat", r.par)
+	}
+	return fmt.Sprint(r.par)
 }
 
 // listCheck keeps each key's records in a list state and, at the end of
@@ -405,11 +438,11 @@ func TestListStateWithFailures(t *testing.T) {
 func TestRescaleUnaligned(t *testing.T) {
 	evs := makeEvents(seeds.Seed(t), 60_000, 300, 0)
 	want := rollingCounts(evs)
-	build := func(dir string, par int, slow time.Duration) *ringflow.Job {
+	build := func(dir string, par int, slow, debloat time.Duration) *ringflow.Job {
 		ck := checkpointed(dir, 5*time.Millisecond)
 		ck.Unaligned = true
 		job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50, RingCapacity: 16 << 10,
-			FrameBytes: 1 << 10, Checkpoint: ck})
+			FrameBytes: 1 << 10, Debloat: debloat, Checkpoint: ck})
 		s := ringflow.Source(job, "src", ringflow.FromSlice(evs))
 		k := ringflow.KeyBy(s, func(e event) uint64 { return e.Key })
 		counts := ringflow.Aggregate(k, "count", keyCount{}, ringflow.Parallelism(par))
@@ -432,10 +465,10 @@ func TestRescaleUnaligned(t *testing.T) {
 		}
 		return n
 	}
-	for _, to := range []int{1, 4} {
-		t.Run(fmt.Sprint(to), func(t *testing.T) {
+	for _, to := range rescaleTargets {
+		t.Run(to.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			first := build(dir, 2, 20*time.Microsecond)
+			first := build(dir, 2, 20*time.Microsecond, to.debloat)
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() {
 				for inflight(first.Checkpoints()) == 0 {
@@ -447,7 +480,7 @@ func TestRescaleUnaligned(t *testing.T) {
 				t.Fatalf("first run: %v, want it cancelled once a checkpoint recorded in-flight data", err)
 			}
 			t.Logf("stopped with %d in-flight bytes in the last checkpoint", inflight(first.Checkpoints()))
-			second := build(dir, to, 0)
+			second := build(dir, to.par, 0, to.debloat)
 			run(t, second)
 			if second.RestoredFrom() == 0 {
 				t.Fatal("the second run did not restore a checkpoint")

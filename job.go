@@ -35,6 +35,16 @@ type Config struct {
 	RingCapacity int
 	// FrameBytes is the target payload of a DATA frame; default 32 KiB.
 	FrameBytes int
+	// Debloat, when positive, is the target time of buffer debloating:
+	// each ring holds at most what its consumer drains in Debloat of its
+	// busy time (its drain rate, measured as it runs and smoothed, times
+	// Debloat), never less than a frame needs (ring.MinLimit) nor more
+	// than RingCapacity, and producers shrink their frames to fit. Under
+	// backpressure an aligned barrier then waits behind about Debloat of
+	// work at each ring instead of a full ring, and an unaligned
+	// checkpoint persists as little in-flight data. 0: off, rings fill
+	// to RingCapacity. See package debloat for the rules.
+	Debloat time.Duration
 	// BatchSize is the most records a source reads at once; default 1024.
 	// A source's watermark advances once per batch (see
 	// operator.WatermarkStrategy): 1 gives a watermark after every record.
@@ -203,6 +213,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxBatchDelay < 0 {
 		bad("MaxBatchDelay", "%v: must not be negative", c.MaxBatchDelay)
+	}
+	if c.Debloat < 0 {
+		bad("Debloat", "%v: must not be negative (0 turns debloating off)", c.Debloat)
 	}
 	if c.Restart.Attempts < 0 || c.Restart.Delay < 0 {
 		bad("Restart", "%+v: attempts and delay must not be negative", c.Restart)

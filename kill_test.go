@@ -37,14 +37,15 @@ const killRecords = 300_000
 // keyed count over a paced source into a transactional file sink, with
 // checkpoints every 10 ms.
 func killChildJob(dir, mode string) *ringflow.Job {
-	var ck ringflow.CheckpointConfig
-	for _, m := range checkpointModes {
-		if m.name == mode {
-			ck = m.ck
+	var m checkpointMode
+	for _, cm := range checkpointModes {
+		if cm.name == mode {
+			m = cm
 		}
 	}
+	ck := m.ck
 	ck.Interval, ck.StateDir = 10*time.Millisecond, filepath.Join(dir, "state")
-	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, Checkpoint: ck})
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, Debloat: m.debloat, Checkpoint: ck})
 	src := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event {
 		return event{Seq: i, Key: i % 1000}
 	}, ringflow.GenOptions{Count: killRecords, Rate: 150_000}))

@@ -33,6 +33,9 @@ type ChannelMetrics struct {
 	FromSubtask, ToSubtask int
 	// QueuedBytes is the ring's fill: bytes written and not yet read.
 	QueuedBytes, CapacityBytes int
+	// LimitBytes is the most the ring may hold now: its consumer's limit
+	// with Config.Debloat, else its capacity less the control reserve.
+	LimitBytes int
 }
 
 // SubtaskMetrics are the counters of one operator subtask.
@@ -105,7 +108,7 @@ func (j *Job) Metrics() Metrics {
 	j.statsMu.Lock()
 	for _, c := range j.channels {
 		m.Channels = append(m.Channels, ChannelMetrics{From: c.from, To: c.to, FromSubtask: c.fromSubtask,
-			ToSubtask: c.toSubtask, QueuedBytes: c.r.Len(), CapacityBytes: c.r.Capacity()})
+			ToSubtask: c.toSubtask, QueuedBytes: c.r.Len(), CapacityBytes: c.r.Capacity(), LimitBytes: c.r.Limit()})
 	}
 	j.statsMu.Unlock()
 	return m

@@ -27,6 +27,8 @@ import (
 //	ringflow_worker_preempted_total{worker}          switched out while runnable
 //	ringflow_channel_queued_bytes{from, to}          a ring's fill; from and to are
 //	                                                 "operator#subtask"
+//	ringflow_channel_limit_bytes{from, to}           the most the ring may hold now
+//	                                                 (its debloat limit: Config.Debloat)
 //
 // and, from the completed checkpoints (Job.Checkpoints), histograms in
 // seconds of each checkpoint's duration and of each subtask's part of it,
@@ -69,6 +71,9 @@ var (
 		"Task steps longer than the stall bound, by the likeliest cause.", []string{"cause"}, nil)
 	descQueued = prometheus.NewDesc("ringflow_channel_queued_bytes",
 		"Bytes written into a ring between two subtasks and not yet read.", []string{"from", "to"}, nil)
+	descLimit = prometheus.NewDesc("ringflow_channel_limit_bytes",
+		"Bytes a ring between two subtasks may hold now: its consumer's debloat limit, or its capacity less the control reserve.",
+		[]string{"from", "to"}, nil)
 	descCkDuration = prometheus.NewDesc("ringflow_checkpoint_duration_seconds",
 		"Completed checkpoints, trigger to completion.", nil, nil)
 	descCkStartDelay = prometheus.NewDesc("ringflow_checkpoint_start_delay_seconds",
@@ -121,7 +126,7 @@ type collector struct{ job *Job }
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descBusy, descBackpressured, descIdle,
 		descLag, descCheckpoints, descRestarts, descStalls,
-		descParks, descPreempted, descQueued, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
+		descParks, descPreempted, descQueued, descLimit, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
 		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
 	}
@@ -154,8 +159,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPreempted, prometheus.CounterValue, float64(w.Preempted), id)
 	}
 	for _, q := range m.Channels {
-		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(q.QueuedBytes),
-			q.From+"#"+strconv.Itoa(q.FromSubtask), q.To+"#"+strconv.Itoa(q.ToSubtask))
+		from, to := q.From+"#"+strconv.Itoa(q.FromSubtask), q.To+"#"+strconv.Itoa(q.ToSubtask)
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(q.QueuedBytes), from, to)
+		ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(q.LimitBytes), from, to)
 	}
 	c.collectCheckpoints(ch)
 }

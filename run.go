@@ -304,7 +304,7 @@ func (p *physical) makeRings(chains []*chain) (map[ringKey]*ring.Ring, error) {
 func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*operator.Task, error) {
 	j := p.job
 	t := &operator.Task{Name: fmt.Sprintf("%s#%d", c.head().name, i),
-		Opts: operator.TaskOptions{MaxDelay: j.cfg.MaxBatchDelay}}
+		Opts: operator.TaskOptions{MaxDelay: j.cfg.MaxBatchDelay, Debloat: j.cfg.Debloat}}
 	var down any
 	var downCtx *operator.Context // the context of the operator down feeds, in the chain
 	if tail := c.tail(); tail.out != nil {

@@ -16,8 +16,14 @@ type Config struct {
 	// more if the producers' frames need it: under a limit L a producer
 	// should write frames of at most ring.FramePayloadFor(L) bytes, about
 	// L/2. Max is the ring's usable capacity (capacity less the control
-	// reserve): every channel's limit before the first measurement.
+	// reserve).
 	Min, Max uint64
+	// Start is every channel's limit before the first measurement, in
+	// [Min, Max]; 0 means Max. Data a producer wrote under a high start
+	// stays until the consumer drains it, however low the limit falls:
+	// starting at Min, a slow consumer's rings never fill, while a fast
+	// one is held back only until its first period ends.
+	Start uint64
 }
 
 // ErrInvalidConfig is wrapped by every error New returns.
@@ -32,6 +38,8 @@ func (c *Config) validate(channels int) error {
 		return fmt.Errorf("%w: Min = 0, want at least 1 byte (normally ring.MinLimit)", ErrInvalidConfig)
 	case c.Max < c.Min:
 		return fmt.Errorf("%w: Max = %d is below Min = %d", ErrInvalidConfig, c.Max, c.Min)
+	case c.Start != 0 && (c.Start < c.Min || c.Start > c.Max):
+		return fmt.Errorf("%w: Start = %d is outside [Min = %d, Max = %d]", ErrInvalidConfig, c.Start, c.Min, c.Max)
 	case channels < 1:
 		return fmt.Errorf("%w: %d channels, want at least 1", ErrInvalidConfig, channels)
 	}
@@ -64,14 +72,18 @@ type channel struct {
 }
 
 // New returns a controller for a consumer with the given number of input
-// channels, every limit at cfg.Max.
+// channels, every limit at cfg.Start (cfg.Max if 0).
 func New(cfg Config, channels int) (*Controller, error) {
 	if err := cfg.validate(channels); err != nil {
 		return nil, err
 	}
 	c := &Controller{cfg: cfg, period: cfg.Target / periodsPerTarget, chans: make([]channel, channels)}
+	start := cfg.Start
+	if start == 0 {
+		start = cfg.Max
+	}
 	for i := range c.chans {
-		c.chans[i].limit = cfg.Max
+		c.chans[i].limit = start
 	}
 	return c, nil
 }

@@ -58,7 +58,11 @@
 //	followed    68%        90%         97%
 //
 // The first measurement sets the rate directly: before it there is nothing
-// to smooth, and the limits are Max (no limit).
+// to smooth, and the limits are Config.Start (Max, no limit, if unset).
+// ringflow starts them at Min: what a producer writes under a higher start
+// stays in the ring until the consumer drains it, however low the limit
+// then falls, so a slow consumer's rings would fill once at every start
+// and every restore; a fast consumer is held back for one period only.
 //
 // Limit. limit = rate × Target clamped to [Min, Max]: the bytes the
 // consumer drains in Target of busy time. A limit moves only when the new

@@ -17,7 +17,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 // TestScenarios runs the narrated golden scenarios in testdata/*.txt.
 // Commands:
 //
-//	init target=D min=N max=N [channels=N]
+//	init target=D min=N max=N [start=N] [channels=N]
 //	observe now=D busy=D consumed=N,N,...
 //	                    (the consumer's cumulative busy time and consumed bytes)
 //	run periods=N drain=R,R,... [busy=F]
@@ -49,7 +49,7 @@ type harness struct {
 
 func (h *harness) run(t *testing.T, c scenario.Command) []string {
 	if c.Name == "init" {
-		c.Allow(t, "target min max channels")
+		c.Allow(t, "target min max start channels")
 		return h.init(t, c)
 	}
 	if h.c == nil {
@@ -75,6 +75,7 @@ func (h *harness) init(t *testing.T, c scenario.Command) []string {
 		Target: c.Duration(t, "target", 0),
 		Min:    uint64(c.Int(t, "min", 0)),
 		Max:    uint64(c.Int(t, "max", 0)),
+		Start:  uint64(c.Int(t, "start", 0)),
 	}
 	ctl, err := New(cfg, c.Int(t, "channels", 1))
 	if err != nil {

@@ -312,7 +312,14 @@ type outRing[T any] struct {
 	buf      []byte
 	bufCount int
 
+	// frameBytes is GateOptions.FrameBytes (at most the ring's largest
+	// frame); frame is the payload frames have now: less while the
+	// consumer limits the ring to less than two frameBytes frames (buffer
+	// debloating), as of the writer's limit lim.
 	frameBytes int
+	frame      int
+	lim        int
+	per        int // bytes a fixed-size record takes in a frame
 	pend       []pending
 	dirty      bool
 
@@ -323,18 +330,30 @@ func newOutRing[T any](w *ring.Writer, codec Codec[T], opts GateOptions) (*outRi
 	frameBytes := min(opts.FrameBytes, w.MaxPayload())
 	o := &outRing[T]{w: w, codec: codec, size: codec.Size(), timed: opts.Timed, frameBytes: frameBytes}
 	if o.size > 0 {
-		per := o.size
+		o.per = o.size
 		if o.timed {
-			per += 8
+			o.per += 8
 		}
-		o.capN = min(frameBytes/per, ring.MaxCount)
-		if o.capN < 1 {
+		if frameBytes < o.per {
 			return nil, fmt.Errorf("a %d-byte record does not fit a %d-byte frame", o.size, frameBytes)
 		}
-		o.tsOff = align8(o.capN * o.size)
-		o.n = o.capN
 	}
+	o.fit()
+	o.n = o.capN
 	return o, nil
+}
+
+// fit sizes the frames to come to the writer's limit: at most half of it,
+// so that a frame and the pad a wrap may need fit beside each other, and
+// at least one record (the ring takes a frame over its limit when it
+// holds nothing else).
+func (o *outRing[T]) fit() {
+	o.lim = o.w.Limit()
+	o.frame = max(min(o.frameBytes, ring.FramePayloadFor(o.lim)), 1)
+	if o.size > 0 {
+		o.capN = max(min(o.frame/o.per, ring.MaxCount), 1)
+		o.tsOff = align8(o.capN * o.size)
+	}
 }
 
 func align8(n int) int { return (n + 7) &^ 7 }
@@ -408,6 +427,9 @@ func (o *outRing[T]) appendBatch(recs []T, ts []int64) {
 // it has room and nothing waits, else in Go memory.
 func (o *outRing[T]) open() {
 	o.closeFrame()
+	if o.w.Limit() != o.lim {
+		o.fit()
+	}
 	bytes := o.tsOff
 	if o.timed {
 		bytes += o.capN * 8
@@ -464,7 +486,7 @@ func (o *outRing[T]) appendVar(rec *T, ts int64) {
 	}
 	o.buf = o.codec.Append(o.buf, rec)
 	o.bufCount++
-	if len(o.buf) >= o.frameBytes || o.bufCount == ring.MaxCount {
+	if len(o.buf) >= o.frame || o.bufCount == ring.MaxCount {
 		o.closeVar()
 	}
 }
@@ -482,6 +504,9 @@ func (o *outRing[T]) closeVar() {
 		o.pend = append(o.pend, pending{typ: ring.FrameData, data: append([]byte(nil), o.buf...), count: o.bufCount})
 	}
 	o.buf, o.bufCount = o.buf[:0], 0
+	if o.w.Limit() != o.lim {
+		o.fit()
+	}
 }
 
 func (o *outRing[T]) closeAny() {
@@ -543,10 +568,10 @@ func (o *outRing[T]) Flush() {
 func (o *outRing[T]) Publish() { o.w.Flush() }
 
 // Room implements Port.
-func (o *outRing[T]) Room() bool { return len(o.pend) == 0 && o.w.Room(o.frameBytes) }
+func (o *outRing[T]) Room() bool { return len(o.pend) == 0 && o.w.Room(o.frame) }
 
 // PrepareToPark implements Port.
-func (o *outRing[T]) PrepareToPark() bool { return o.w.PrepareToPark(o.frameBytes) }
+func (o *outRing[T]) PrepareToPark() bool { return o.w.PrepareToPark(o.frame) }
 
 // Unpark implements Port.
 func (o *outRing[T]) Unpark() { o.w.Unpark() }

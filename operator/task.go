@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow/align"
+	"github.com/ringflow/ringflow/debloat"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
 )
@@ -55,6 +56,14 @@ type Task struct {
 	lastStep  time.Time
 	lastState stepState
 	blocked   bool
+
+	// Buffer debloating (TaskOptions.Debloat): the controller of the
+	// input rings' limits, when the task was opened, its time not idle
+	// since (busy or backpressured), and the inputs' read positions.
+	debloat  *debloat.Controller
+	openedAt time.Time
+	active   time.Duration
+	consumed []uint64
 }
 
 // stepState is what a task did from one step to the next.
@@ -77,6 +86,9 @@ func (t *Task) account(now time.Time) {
 		return
 	}
 	if !t.lastStep.IsZero() {
+		if t.lastState != stepIdle {
+			t.active += time.Duration(d)
+		}
 		for _, m := range t.accts {
 			switch t.lastState {
 			case stepBusy:
@@ -89,6 +101,47 @@ func (t *Task) account(now time.Time) {
 		}
 	}
 	t.lastStep = now
+}
+
+// openDebloat starts the controller of the input rings' limits, if
+// TaskOptions.Debloat asks for one.
+func (t *Task) openDebloat() error {
+	if t.Opts.Debloat <= 0 || len(t.Inputs) == 0 {
+		return nil
+	}
+	// NB: the rings are new, so each one's limit is its usable capacity.
+	maxLimit := t.Inputs[0].Reader.Limit()
+	for _, ch := range t.Inputs[1:] {
+		maxLimit = min(maxLimit, ch.Reader.Limit())
+	}
+	// NB: started at Min, the rings do not fill before the first
+	// measurement (see debloat.Config.Start).
+	c, err := debloat.New(debloat.Config{Target: t.Opts.Debloat, Min: ring.MinLimit, Max: uint64(maxLimit),
+		Start: ring.MinLimit}, len(t.Inputs))
+	if err != nil {
+		return err
+	}
+	t.debloat, t.openedAt, t.consumed = c, time.Now(), make([]uint64, len(t.Inputs))
+	for i, ch := range t.Inputs {
+		ch.Reader.SetLimit(int(c.Limit(i)))
+	}
+	return nil
+}
+
+// observeInputs feeds the debloat controller the task's time not idle and
+// how far it has read each input, and sets the rings' limits when they
+// change.
+func (t *Task) observeInputs() {
+	for i, ch := range t.Inputs {
+		t.consumed[i] = ch.Reader.Pos()
+	}
+	// NB: lastStep, not now: account moves it forward only (see there).
+	if !t.debloat.Observe(t.lastStep.Sub(t.openedAt), t.active, t.consumed) {
+		return
+	}
+	for i, ch := range t.Inputs {
+		ch.Reader.SetLimit(int(t.debloat.Limit(i)))
+	}
 }
 
 // endState records what the step that returned st leaves the task doing.
@@ -127,6 +180,10 @@ type TaskOptions struct {
 	MaxDelay time.Duration
 	// Quantum is the number of input frames one Step handles at most.
 	Quantum int
+	// Debloat is the target time of buffer debloating: each input ring
+	// holds at most what the task consumes from it in this much of its
+	// busy time (package debloat); 0: off.
+	Debloat time.Duration
 }
 
 var _ sched.Task = (*Task)(nil)
@@ -153,6 +210,9 @@ func (t *Task) Open() error {
 			t.tickers = append(t.tickers, tk)
 		}
 		t.idleWork = append(t.idleWork, t.Ctxs[i].idleWork...)
+	}
+	if err := t.openDebloat(); err != nil {
+		return attribute(t.Ctx, err)
 	}
 	t.prepareReport()
 	t.opened = true
@@ -197,6 +257,9 @@ func attribute(ctx *Context, err error) error {
 func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 	defer t.recover(&st, &err)
 	t.account(now)
+	if t.debloat != nil {
+		t.observeInputs()
+	}
 	t.blocked = false
 	t.steps++
 	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {

@@ -63,6 +63,11 @@ func (rd *Reader) SetLimit(n int) {
 // or Capacity-Reserve if there is none.
 func (rd *Reader) Limit() int { return int(rd.r.usable(rd.limit)) }
 
+// Limit returns the bound on the DATA bytes in the ring as its header holds
+// it now (Capacity-Reserve if there is none): unlike the Reader's and the
+// Writer's, safe to call from any goroutine, for metrics.
+func (r *Ring) Limit() int { return int(r.usable(r.limitOf(r.limit.Load()))) }
+
 // Limit returns the bound on the DATA bytes in the ring as the writer last
 // loaded it (see Reader.SetLimit): Capacity-Reserve if there is none.
 func (w *Writer) Limit() int { return int(w.r.capacity - w.dataKeep) }

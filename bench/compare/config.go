@@ -54,6 +54,9 @@ type Config struct {
 	// for barriers between steps, so with a slow sink smaller frames let
 	// an unaligned barrier be seen sooner.
 	FrameBytes int
+	// Debloat, if positive, runs every mode twice: as configured, then
+	// with ringflow.Config.Debloat set to it (buffer debloating).
+	Debloat time.Duration
 	// ProfileDir, if set, receives an fgprof profile per mode and
 	// stalls.txt.
 	ProfileDir string
@@ -116,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.SlowSink < 0 {
 		bad("slow sink %v: negative", c.SlowSink)
+	}
+	if c.Debloat < 0 {
+		bad("debloat %v: negative", c.Debloat)
 	}
 	if c.Interval <= 0 {
 		bad("checkpoint interval %v: want > 0", c.Interval)

@@ -63,16 +63,16 @@ func WriteHTML(w io.Writer, r Report, cfg Config) error {
 				start = c.Trigger
 			}
 			points = append(points, statusui.DurationPoint{At: c.Trigger.Sub(start), Duration: c.Duration,
-				Title: fmt.Sprintf("%s checkpoint %d: %.1f ms", m.Mode, c.ID, ms(c.Duration))})
+				Title: fmt.Sprintf("%s checkpoint %d: %.1f ms", m.Name(), c.ID, ms(c.Duration))})
 		}
-		series := statusui.DurationSeries{Label: string(m.Mode), Points: points}
+		series := statusui.DurationSeries{Label: m.Name(), Points: points}
 		d.Distribution.Series = append(d.Distribution.Series, series)
 		d.OverTime.Series = append(d.OverTime.Series, series)
 		if m.Slowest != nil {
 			// NB: one page holds every mode's timeline: each needs an id
 			// of its own.
 			v := *m.Slowest
-			v.Timeline.ElementID = "timeline-" + string(m.Mode)
+			v.Timeline.ElementID = "timeline-" + m.fileKey()
 			d.Modes[i].Slowest = &v
 		}
 	}

@@ -17,8 +17,10 @@ type Report struct {
 	Pipeline string `json:"pipeline"`
 	// Modes are the checkpointed modes, in the order they ran.
 	Modes []ModeResult `json:"modes"`
-	// NoCheckpoints is the run without checkpoints, if mode none ran.
-	NoCheckpoints *ModeResult `json:"no_checkpoints,omitempty"`
+	// NoCheckpoints is the run without checkpoints, if mode none ran, and
+	// NoCheckpointsDebloat its run with debloating (Config.Debloat).
+	NoCheckpoints        *ModeResult `json:"no_checkpoints,omitempty"`
+	NoCheckpointsDebloat *ModeResult `json:"no_checkpoints_debloat,omitempty"`
 	// Rings is the number of rings between tasks; RingBytes = Rings ×
 	// RingCapacity bounds the in-flight bytes one checkpoint may persist.
 	Rings        int    `json:"rings"`
@@ -36,8 +38,10 @@ type Quantiles struct {
 // ModeResult is one mode's run. Checkpoint figures cover the completed,
 // non-final checkpoints.
 type ModeResult struct {
-	Mode          Mode    `json:"mode"`
-	RecordsPerSec float64 `json:"records_per_sec"` // records at the sink / wall time of the run
+	Mode Mode `json:"mode"`
+	// Debloat is the run's ringflow.Config.Debloat; 0: off.
+	Debloat       time.Duration `json:"debloat_ns"`
+	RecordsPerSec float64       `json:"records_per_sec"` // records at the sink / wall time of the run
 	// CheckpointMs: trigger to completion.
 	CheckpointMs Quantiles `json:"checkpoint_ms"`
 	// AlignmentMs: first barrier to snapshot, over the non-source subtasks.
@@ -76,6 +80,14 @@ type ModeResult struct {
 	// status page's view of its slowest checkpoint, for reports.
 	Checkpoints []ringflow.CheckpointStats `json:"-"`
 	Slowest     *statusui.CheckpointView   `json:"-"`
+}
+
+// Name names the run: its mode, and its debloat target if it has one.
+func (m ModeResult) Name() string {
+	if m.Debloat > 0 {
+		return fmt.Sprintf("%s debloat %v", m.Mode, m.Debloat)
+	}
+	return string(m.Mode)
 }
 
 // Stall is the subtask that waited longest in one checkpoint.
@@ -206,7 +218,7 @@ func WriteStalls(w io.Writer, r Report) error {
 			if s.Unaligned {
 				kind = "unaligned"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s[%d]\t%d\t%.1f\t%.1f\t%.1f\t%s\t%d\t\n", m.Mode, s.Checkpoint,
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s[%d]\t%d\t%.1f\t%.1f\t%.1f\t%s\t%d\t\n", m.Name(), s.Checkpoint,
 				strings.SplitN(s.Status, ":", 2)[0], s.DurationMs, s.Operator, s.Subtask, s.Channel,
 				s.StartDelayMs, s.AlignmentMs, s.WaitMs, kind, s.InflightBytes)
 		}
@@ -221,15 +233,17 @@ func WriteTable(w io.Writer, r Report) error {
 	fmt.Fprintln(tw, "mode\trecords/s\tckpts ok/failed\tckpt p50/p99/max ms\talign p50/p99/max ms\tstart delay p50/max ms\t"+
 		"async p50/max ms\tunaligned parts\tin-flight B sum/max\tckpt B p50\trestore ms first/run\t")
 	rows := append([]ModeResult(nil), r.Modes...)
-	if r.NoCheckpoints != nil {
-		rows = append(rows, *r.NoCheckpoints)
+	for _, none := range []*ModeResult{r.NoCheckpoints, r.NoCheckpointsDebloat} {
+		if none != nil {
+			rows = append(rows, *none)
+		}
 	}
 	for _, m := range rows {
 		if m.Mode == None {
-			fmt.Fprintf(tw, "%s\t%.0f\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", m.Mode, m.RecordsPerSec)
+			fmt.Fprintf(tw, "%s\t%.0f\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", m.Name(), m.RecordsPerSec)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%s\t%s\t%.1f/%.1f\t%.1f/%.1f\t%d/%d\t%d/%d\t%d\t%.1f/%.1f\t\n", m.Mode, m.RecordsPerSec,
+		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%s\t%s\t%.1f/%.1f\t%.1f/%.1f\t%d/%d\t%d/%d\t%d\t%.1f/%.1f\t\n", m.Name(), m.RecordsPerSec,
 			m.Completed, m.Failed, q(m.CheckpointMs), q(m.AlignmentMs), m.StartDelayMs.P50, m.StartDelayMs.Max,
 			m.AsyncMs.P50, m.AsyncMs.Max,
 			m.UnalignedParts, m.Parts, m.InflightBytes, m.InflightBytesMax, m.CheckpointBytes, m.RestoreMs, m.RestoreRunMs)

@@ -31,15 +31,24 @@ func Compare(ctx context.Context, cfg Config) (Report, error) {
 	}
 	r := Report{Pipeline: cfg.Pipeline, Rings: ringCount(cfg), RingCapacity: cfg.RingCapacity}
 	r.RingBytes = uint64(r.Rings) * uint64(cfg.RingCapacity)
+	debloats := []time.Duration{0}
+	if cfg.Debloat > 0 {
+		debloats = append(debloats, cfg.Debloat)
+	}
 	for _, m := range cfg.Modes {
-		res, err := runMode(ctx, cfg, m)
-		if err != nil {
-			return r, fmt.Errorf("mode %s: %w", m, err)
-		}
-		if m == None {
-			r.NoCheckpoints = &res
-		} else {
-			r.Modes = append(r.Modes, res)
+		for _, d := range debloats {
+			res, err := runMode(ctx, cfg, m, d)
+			if err != nil {
+				return r, fmt.Errorf("mode %s: %w", res.Name(), err)
+			}
+			switch {
+			case m != None:
+				r.Modes = append(r.Modes, res)
+			case d > 0:
+				r.NoCheckpointsDebloat = &res
+			default:
+				r.NoCheckpoints = &res
+			}
 		}
 	}
 	if cfg.ProfileDir != "" {
@@ -51,9 +60,9 @@ func Compare(ctx context.Context, cfg Config) (Report, error) {
 }
 
 // engineConfig is the ringflow configuration of mode, with state in dir.
-func engineConfig(cfg Config, m Mode, dir string) ringflow.Config {
+func engineConfig(cfg Config, m Mode, debloat time.Duration, dir string) ringflow.Config {
 	rc := ringflow.Config{Workers: cfg.Workers, Parallelism: cfg.Parallelism, MaxParallelism: 128,
-		RingCapacity: cfg.RingCapacity, FrameBytes: cfg.FrameBytes}
+		RingCapacity: cfg.RingCapacity, FrameBytes: cfg.FrameBytes, Debloat: debloat}
 	if m == None {
 		return rc
 	}
@@ -71,8 +80,10 @@ func engineConfig(cfg Config, m Mode, dir string) ringflow.Config {
 
 // runMode runs the pipeline in mode m for cfg.Duration, then (with
 // checkpoints) restores it from the state it left.
-func runMode(ctx context.Context, cfg Config, m Mode) (res ModeResult, err error) {
-	dir, err := os.MkdirTemp(cfg.TempDir, "ringflow-compare-"+string(m)+"-")
+func runMode(ctx context.Context, cfg Config, m Mode, debloat time.Duration) (res ModeResult, err error) {
+	res.Mode, res.Debloat = m, debloat
+	key := res.fileKey()
+	dir, err := os.MkdirTemp(cfg.TempDir, "ringflow-compare-"+key+"-")
 	if err != nil {
 		return res, fmt.Errorf("state dir: %w", err)
 	}
@@ -81,10 +92,10 @@ func runMode(ctx context.Context, cfg Config, m Mode) (res ModeResult, err error
 			err = fmt.Errorf("remove state dir: %w", rerr)
 		}
 	}()
-	rc := engineConfig(cfg, m, dir)
+	rc := engineConfig(cfg, m, debloat, dir)
 	out := &sink{slow: cfg.SlowSink}
 	job := buildJob(cfg, rc, false, out)
-	stopProfile, err := startProfile(cfg.ProfileDir, m)
+	stopProfile, err := startProfile(cfg.ProfileDir, key)
 	if err != nil {
 		return res, err
 	}
@@ -103,12 +114,13 @@ func runMode(ctx context.Context, cfg Config, m Mode) (res ModeResult, err error
 		return res, fmt.Errorf("run: %w", err)
 	}
 	res = summarize(m, job.Checkpoints(), out.records.Load(), elapsed)
+	res.Debloat = debloat
 	res.Checkpoints = job.Checkpoints()
 	if res.Slowest, err = slowestView(job, res.Checkpoints); err != nil {
 		return res, err
 	}
 	if cfg.ProfileDir != "" {
-		fr, err := TopFrames(profilePath(cfg.ProfileDir, m), topFrames)
+		fr, err := TopFrames(profilePath(cfg.ProfileDir, key), topFrames)
 		if err != nil {
 			return res, fmt.Errorf("profile: %w", err)
 		}
@@ -142,13 +154,22 @@ func restore(ctx context.Context, cfg Config, rc ringflow.Config, res *ModeResul
 	return nil
 }
 
-// startProfile starts an fgprof profile into dir/<mode>.fgprof.pprof, if
+// fileKey names the run in file names: its mode, "-debloat" after it
+// with debloating.
+func (m ModeResult) fileKey() string {
+	if m.Debloat > 0 {
+		return string(m.Mode) + "-debloat"
+	}
+	return string(m.Mode)
+}
+
+// startProfile starts an fgprof profile into dir/<key>.fgprof.pprof, if
 // dir is set; the returned function stops it.
-func startProfile(dir string, m Mode) (func() error, error) {
+func startProfile(dir string, key string) (func() error, error) {
 	if dir == "" {
 		return func() error { return nil }, nil
 	}
-	f, err := os.Create(profilePath(dir, m))
+	f, err := os.Create(profilePath(dir, key))
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
@@ -168,7 +189,7 @@ func startProfile(dir string, m Mode) (func() error, error) {
 // topFrames is how many of a profile's frames a mode's result lists.
 const topFrames = 12
 
-func profilePath(dir string, m Mode) string { return filepath.Join(dir, string(m)+".fgprof.pprof") }
+func profilePath(dir, key string) string { return filepath.Join(dir, key+".fgprof.pprof") }
 
 // stopFgprof stops an fgprof profile and writes it out. fgprof divides
 // by its achieved sampling rate rounded to whole hertz, and panics when

@@ -84,7 +84,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.DurationVar(&c.Interval, "checkpoint-interval", compare.DefaultInterval, "checkpoint interval")
 	fs.DurationVar(&c.AlignmentTimeout, "alignment-timeout", compare.DefaultAlignmentTimeout, "alignment timeout of the timeout mode")
 	fs.DurationVar(&c.Duration, "duration", compare.DefaultDuration, "run time of each mode")
-	fs.StringVar(&c.ProfileDir, "profile", "", "write <mode>.fgprof.pprof per mode and stalls.txt into this directory")
+	fs.StringVar(&c.ProfileDir, "profile", "", "write <mode>.fgprof.pprof (<mode>-debloat.fgprof.pprof with --debloat) per run and stalls.txt into this directory")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of a table")
 	fs.StringVar(&f.report, "report", "", "also write the comparison as one self-contained HTML `FILE`: duration charts, each mode's slowest checkpoint's barrier timeline, its profile's heaviest frames")
 	f.http.register(fs)
@@ -93,6 +93,7 @@ func parseCompareFlags(args []string, stderr io.Writer) (compareFlags, error) {
 	fs.IntVar(&c.Workers, "workers", 0, "ringflow worker threads (0: all CPUs)")
 	fs.Uint64Var(&c.Keys, "keys", compare.DefaultKeys, "keys besides the hot one")
 	fs.IntVar(&c.RingCapacity, "ring-capacity", compare.DefaultRingCapacity, "bytes per ring (a power of two)")
+	fs.DurationVar(&c.Debloat, "debloat", 0, "also run each mode with buffer debloating, each ring bounded to what its consumer drains in D (0: without only)")
 	fs.IntVar(&c.FrameBytes, "frame-bytes", 0, "target bytes of a data frame (0: the engine's default, 32 KiB)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err

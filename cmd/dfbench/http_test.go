@@ -77,6 +77,7 @@ func TestServesStatus(t *testing.T) {
 			`ringflow_records_in_total\{operator="count",subtask="0"\} [1-9]`,
 			`ringflow_checkpoint_duration_seconds_bucket`,
 			`ringflow_channel_queued_bytes\{from="source#0",to="count#1"\}`,
+			`ringflow_channel_limit_bytes\{from="source#0",to="count#1"\} [1-9]`,
 			`ringflow_busy_seconds_total\{operator="count",subtask="1"\} `,
 			`go_goroutines`},
 		"/":                {`<svg id="graph"`, `<g class="op source" data-operator="source"`, `data-from="source" data-to="count"`},

@@ -30,6 +30,7 @@ type nexmarkOptions struct {
 	parallelism int
 	workers     int
 	checkpoint  time.Duration
+	debloat     time.Duration
 	stateDir    string
 	output      string
 	dump        string
@@ -53,6 +54,7 @@ type nexmarkResult struct {
 	PerCore            float64          `json:"events_per_s_per_core"`
 	Rows               int64            `json:"output_rows"`
 	CheckpointInterval string           `json:"checkpoint_interval"` // "0s": checkpoints off
+	Debloat            string           `json:"debloat"`             // "0s": off
 	Checkpoints        *checkpointStats `json:"checkpoints"`         // null when off
 	Baseline           *baselineResult  `json:"baseline_chan,omitempty"`
 }
@@ -95,6 +97,7 @@ func runNexmark(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.workers, "workers", 0, "worker threads (0: the usable CPUs)")
 	fs.DurationVar(&o.checkpoint, "checkpoint-interval", 10*time.Second,
 		"exactly-once checkpoint interval (0: no checkpoints); a final checkpoint is taken at the end of input")
+	fs.DurationVar(&o.debloat, "debloat", 0, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the checkpoint store (default: a fresh temporary directory per query, removed after)")
 	fs.StringVar(&o.output, "output", "", "write the result rows as CSV to this file (with --query all: FILE with the query name before its extension); "+
 		"with checkpoints, the rows committed by checkpoints, exactly once")
@@ -169,6 +172,9 @@ func (o *nexmarkOptions) validate() ([]string, nexmark.Config, error) {
 	if o.checkpoint < 0 {
 		return nil, cfg, fmt.Errorf("--checkpoint-interval %v: must not be negative", o.checkpoint)
 	}
+	if o.debloat < 0 {
+		return nil, cfg, fmt.Errorf("--debloat %v: must not be negative (0: off)", o.debloat)
+	}
 	if o.baseline != "" && o.baseline != "chan" {
 		return nil, cfg, fmt.Errorf(`--baseline %q: the only baseline is "chan"`, o.baseline)
 	}
@@ -184,7 +190,8 @@ func (o *nexmarkOptions) validate() ([]string, nexmark.Config, error) {
 // is one), timing it and its process CPU time.
 func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexmarkResult, error) {
 	r := nexmarkResult{Query: q, Events: cfg.NumEvents, EventsPerSecond: cfg.EventsPerSecond,
-		Parallelism: o.parallelism, Workers: o.workers, CheckpointInterval: o.checkpoint.String()}
+		Parallelism: o.parallelism, Workers: o.workers, CheckpointInterval: o.checkpoint.String(),
+		Debloat: o.debloat.String()}
 	if r.Workers == 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -197,7 +204,7 @@ func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexma
 	if err != nil {
 		return r, err
 	}
-	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Checkpoint: ck})
+	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Debloat: o.debloat, Checkpoint: ck})
 	if err := queries.Build(job, q, cfg, out); err != nil {
 		closeOut()
 		return r, err

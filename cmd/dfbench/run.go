@@ -125,6 +125,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the records generated in the run's first D out of the latency figures")
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
+	fs.DurationVar(&c.Debloat, "debloat", 0, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
 	fs.BoolVar(&c.HugePages, "huge-pages", false, "back ringflow's large keyed state with transparent huge pages (Linux; faster at millions of keys)")
 	fs.DurationVar(&c.StallBound, "stall-bound", 0, "record ringflow steps longer than this as stalls, with where their time went (0: 5ms; negative, e.g. -1ns: none)")
 	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
@@ -385,6 +386,9 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	keys := fmt.Sprint(c.Keys, " keys")
 	if c.HugePages {
 		keys += " (huge pages)"
+	}
+	if c.Debloat > 0 {
+		pace += fmt.Sprintf(", debloat %v", c.Debloat)
 	}
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %s, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, keys, pace)
