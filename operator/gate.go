@@ -268,6 +268,11 @@ type Port interface {
 	Unpark()
 	// Dirty reports whether records were written since the last Flush.
 	Dirty() bool
+	// Fits returns how many records the ring holds within the limit its
+	// consumer set (ring.Reader.SetLimit), at least 1: the most a producer
+	// should emit into it at once; 0 if it cannot tell (records of
+	// variable size).
+	Fits() int
 }
 
 // pending is a frame that waits in Go memory for room in the ring.
@@ -575,6 +580,14 @@ func (o *outRing[T]) PrepareToPark() bool { return o.w.PrepareToPark(o.frame) }
 
 // Unpark implements Port.
 func (o *outRing[T]) Unpark() { o.w.Unpark() }
+
+// Fits implements Port.
+func (o *outRing[T]) Fits() int {
+	if o.size == 0 {
+		return 0
+	}
+	return max(o.w.Limit()/o.per, 1)
+}
 
 // Dirty implements Port.
 func (o *outRing[T]) Dirty() bool { return o.dirty }

@@ -71,9 +71,10 @@ type WatermarkStrategy[T any] struct {
 // SourceDriver is a source as a task drives it.
 type SourceDriver interface {
 	Operator
-	// Read reads one batch and pushes it down the chain. It returns io.EOF
-	// when the source is exhausted.
-	Read(now time.Time) (int, error)
+	// Read reads one batch of at most max records (0: the batch size) and
+	// pushes it down the chain. It returns io.EOF when the source is
+	// exhausted.
+	Read(now time.Time, max int) (int, error)
 	// EventTime returns the source's watermark and whether it is idle.
 	EventTime(now time.Time) (wm int64, idle bool)
 	// NextReady says when a paced source next has records.
@@ -120,14 +121,18 @@ func (s *SourceRunner[T]) Open(ctx *Context) (err error) {
 }
 
 // Read implements SourceDriver.
-func (s *SourceRunner[T]) Read(now time.Time) (int, error) {
+func (s *SourceRunner[T]) Read(now time.Time, max int) (int, error) {
 	defer Guard(s.Ctx)
-	n, err := s.src.Read(s.buf)
+	buf := s.buf
+	if max > 0 && max < len(buf) {
+		buf = buf[:max]
+	}
+	n, err := s.src.Read(buf)
 	if err != nil && !errors.Is(err, io.EOF) {
 		Fail(s.Ctx, fmt.Errorf("source read: %w", err))
 	}
-	if n > len(s.buf) || n < 0 {
-		Fail(s.Ctx, fmt.Errorf("source read returned %d records into a buffer of %d", n, len(s.buf)))
+	if n > len(buf) || n < 0 {
+		Fail(s.Ctx, fmt.Errorf("source read returned %d records into a buffer of %d", n, len(buf)))
 	}
 	if n > 0 {
 		s.lastAt = now
