@@ -139,7 +139,7 @@ func sequenceJob(dir string, keys, perKey uint64, par int, mode checkpointMode,
 type checkpointMode struct {
 	name    string
 	ck      ringflow.CheckpointConfig
-	debloat time.Duration // ringflow.Config.Debloat
+	debloat time.Duration // ringflow.Config.Debloat: negative is off
 }
 
 // unaligned says whether the mode takes every checkpoint unaligned.
@@ -150,12 +150,13 @@ func (m checkpointMode) timeout() bool { return m.ck.AlignmentTimeout > 0 }
 
 // checkpointModes are the ways the failure tests take checkpoints: aligned,
 // unaligned from the start, and aligned switching after a timeout; each
-// also with buffer debloating, whose 1 ms target bounds the tests' rings
-// far below their capacity and shrinks their frames.
+// with buffer debloating off (rings fill to their capacity) and with a
+// 1 ms target, which bounds the tests' rings far below their capacity and
+// shrinks their frames.
 var checkpointModes = []checkpointMode{
-	{"aligned", ringflow.CheckpointConfig{}, 0},
-	{"unaligned", ringflow.CheckpointConfig{Unaligned: true}, 0},
-	{"timeout", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}, 0},
+	{"aligned", ringflow.CheckpointConfig{}, -1},
+	{"unaligned", ringflow.CheckpointConfig{Unaligned: true}, -1},
+	{"timeout", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}, -1},
 	{"aligned+debloat", ringflow.CheckpointConfig{}, time.Millisecond},
 	{"unaligned+debloat", ringflow.CheckpointConfig{Unaligned: true}, time.Millisecond},
 	{"timeout+debloat", ringflow.CheckpointConfig{AlignmentTimeout: time.Millisecond}, time.Millisecond},
@@ -360,7 +361,7 @@ func TestRescale(t *testing.T) {
 
 // rescaleTargets are the rescaling tests' cases: the parallelism the job
 // resumes at, from 2, without and with buffer debloating.
-var rescaleTargets = []rescaleTarget{{1, 0}, {4, 0}, {1, time.Millisecond}, {4, time.Millisecond}}
+var rescaleTargets = []rescaleTarget{{1, -1}, {4, -1}, {1, time.Millisecond}, {4, time.Millisecond}}
 
 type rescaleTarget struct {
 	par     int

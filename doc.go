@@ -20,6 +20,12 @@
 // sinks commit output only when a checkpoint covering it completes, so the
 // committed output holds every record exactly once.
 //
+// Under backpressure each ring fills to its capacity, and a barrier waits
+// behind all of it at every hop. With Config.Debloat set, each task bounds
+// its input rings to what it drains in that much of its busy time,
+// measured as it runs (package debloat): aligned barriers then wait about
+// that long per hop, and unaligned checkpoints persist as little data.
+//
 // A job may change between runs on one state directory. Its state is kept
 // by name — each operator's name, and each state's name within it — with
 // the layout of its type, and a restore matches the job's state with the
@@ -43,5 +49,6 @@
 // checkpoint history, and each checkpoint's barrier timeline.
 //
 // See example_test.go for runnable examples, and the package docs of ring,
-// sched, operator, align, snapshot and keygroups for each part's design.
+// sched, operator, align, debloat, snapshot and keygroups for each part's
+// design.
 package ringflow

@@ -35,15 +35,17 @@ type Config struct {
 	RingCapacity int
 	// FrameBytes is the target payload of a DATA frame; default 32 KiB.
 	FrameBytes int
-	// Debloat, when positive, is the target time of buffer debloating:
-	// each ring holds at most what its consumer drains in Debloat of its
-	// busy time (its drain rate, measured as it runs and smoothed, times
-	// Debloat), never less than a frame needs (ring.MinLimit) nor more
-	// than RingCapacity, and producers shrink their frames to fit. Under
-	// backpressure an aligned barrier then waits behind about Debloat of
-	// work at each ring instead of a full ring, and an unaligned
-	// checkpoint persists as little in-flight data. 0: off, rings fill
-	// to RingCapacity. See package debloat for the rules.
+	// Debloat is the target time of buffer debloating: each ring holds at
+	// most what its consumer drains in Debloat of its busy time (its drain
+	// rate, measured as it runs and smoothed, times Debloat), never less
+	// than a frame needs (ring.MinLimit) nor more than RingCapacity;
+	// producers shrink their frames, and sources their batches, to fit.
+	// Under backpressure an aligned barrier then waits behind about
+	// Debloat of work at each ring instead of a full ring, and an
+	// unaligned checkpoint persists as little in-flight data. Default
+	// DefaultDebloat; negative turns it off (rings fill to RingCapacity).
+	// See package debloat for the rules, and docs/perf.md for what it
+	// costs and gains.
 	Debloat time.Duration
 	// BatchSize is the most records a source reads at once; default 1024.
 	// A source's watermark advances once per batch (see
@@ -129,12 +131,23 @@ func (c Config) withDefaults() Config {
 	if c.MaxBatchDelay == 0 {
 		c.MaxBatchDelay = time.Millisecond
 	}
+	if c.Debloat == 0 {
+		c.Debloat = DefaultDebloat
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	c.Checkpoint = c.Checkpoint.withDefaults()
 	return c
 }
+
+// DefaultDebloat is Config.Debloat's default. With it, dfbench compare's
+// backpressured jobs took aligned checkpoints of 10-13 ms at the median
+// instead of 0.6-0.9 s, and unaligned ones persisted 200-280 times less
+// in-flight data, for 1-3% of their throughput; unpaced jobs, whose
+// consumers keep up, ran as fast as without (docs/perf.md, "Buffer
+// debloating").
+const DefaultDebloat = 10 * time.Millisecond
 
 // ErrConfig is wrapped by every problem Run finds in a job's Config or in
 // an operator's options.
@@ -213,9 +226,6 @@ func (c Config) validate() error {
 	}
 	if c.MaxBatchDelay < 0 {
 		bad("MaxBatchDelay", "%v: must not be negative", c.MaxBatchDelay)
-	}
-	if c.Debloat < 0 {
-		bad("Debloat", "%v: must not be negative (0 turns debloating off)", c.Debloat)
 	}
 	if c.Restart.Attempts < 0 || c.Restart.Delay < 0 {
 		bad("Restart", "%+v: attempts and delay must not be negative", c.Restart)

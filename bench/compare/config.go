@@ -54,8 +54,10 @@ type Config struct {
 	// for barriers between steps, so with a slow sink smaller frames let
 	// an unaligned barrier be seen sooner.
 	FrameBytes int
-	// Debloat, if positive, runs every mode twice: as configured, then
-	// with ringflow.Config.Debloat set to it (buffer debloating).
+	// Debloat, if positive, runs every mode twice: first with buffer
+	// debloating off (rings fill to RingCapacity, which is what the modes
+	// are compared on), then with ringflow.Config.Debloat set to it. 0:
+	// each mode once, debloating off.
 	Debloat time.Duration
 	// ProfileDir, if set, receives an fgprof profile per mode and
 	// stalls.txt.

@@ -39,7 +39,7 @@ type Quantiles struct {
 // non-final checkpoints.
 type ModeResult struct {
 	Mode Mode `json:"mode"`
-	// Debloat is the run's ringflow.Config.Debloat; 0: off.
+	// Debloat is the run's ringflow.Config.Debloat; negative: off.
 	Debloat       time.Duration `json:"debloat_ns"`
 	RecordsPerSec float64       `json:"records_per_sec"` // records at the sink / wall time of the run
 	// CheckpointMs: trigger to completion.

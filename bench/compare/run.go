@@ -31,7 +31,7 @@ func Compare(ctx context.Context, cfg Config) (Report, error) {
 	}
 	r := Report{Pipeline: cfg.Pipeline, Rings: ringCount(cfg), RingCapacity: cfg.RingCapacity}
 	r.RingBytes = uint64(r.Rings) * uint64(cfg.RingCapacity)
-	debloats := []time.Duration{0}
+	debloats := []time.Duration{-1} // NB: ringflow's off
 	if cfg.Debloat > 0 {
 		debloats = append(debloats, cfg.Debloat)
 	}

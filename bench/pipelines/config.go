@@ -46,7 +46,7 @@ type Config struct {
 	// recorded as stalls (Result.Stalls).
 	StallBound time.Duration
 	// Debloat is ringflow.Config.Debloat: the target time of buffer
-	// debloating (0: off).
+	// debloating (0: ringflow's default; negative: off).
 	Debloat time.Duration
 	// HugePages backs ringflow's large keyed state with transparent huge
 	// pages (ringflow.Config.HugePages).
@@ -191,8 +191,6 @@ func (c Config) Validate() error {
 		return bad("hot keys %d: must not exceed the %d keys", c.HotKeys, c.Keys)
 	case c.SampleEvery&(c.SampleEvery-1) != 0 || c.SampleEvery > MaxSampleEvery:
 		return bad("sample every %d: must be a power of two up to %d (or 0 for %d)", c.SampleEvery, uint64(MaxSampleEvery), DefaultSampleEvery)
-	case c.Debloat < 0:
-		return bad("debloat %v: must not be negative (0: off)", c.Debloat)
 	case c.Checkpoint.Interval < 0:
 		return bad("checkpoint interval %v: must not be negative", c.Checkpoint.Interval)
 	case c.SinkDir != "" && c.Checkpoint.Interval == 0:

@@ -54,7 +54,7 @@ type nexmarkResult struct {
 	PerCore            float64          `json:"events_per_s_per_core"`
 	Rows               int64            `json:"output_rows"`
 	CheckpointInterval string           `json:"checkpoint_interval"` // "0s": checkpoints off
-	Debloat            string           `json:"debloat"`             // "0s": off
+	Debloat            string           `json:"debloat"`             // "off" or the target
 	Checkpoints        *checkpointStats `json:"checkpoints"`         // null when off
 	Baseline           *baselineResult  `json:"baseline_chan,omitempty"`
 }
@@ -97,7 +97,7 @@ func runNexmark(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.workers, "workers", 0, "worker threads (0: the usable CPUs)")
 	fs.DurationVar(&o.checkpoint, "checkpoint-interval", 10*time.Second,
 		"exactly-once checkpoint interval (0: no checkpoints); a final checkpoint is taken at the end of input")
-	fs.DurationVar(&o.debloat, "debloat", 0, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
+	fs.DurationVar(&o.debloat, "debloat", ringflow.DefaultDebloat, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
 	fs.StringVar(&o.stateDir, "state-dir", "", "directory for the checkpoint store (default: a fresh temporary directory per query, removed after)")
 	fs.StringVar(&o.output, "output", "", "write the result rows as CSV to this file (with --query all: FILE with the query name before its extension); "+
 		"with checkpoints, the rows committed by checkpoints, exactly once")
@@ -175,6 +175,9 @@ func (o *nexmarkOptions) validate() ([]string, nexmark.Config, error) {
 	if o.debloat < 0 {
 		return nil, cfg, fmt.Errorf("--debloat %v: must not be negative (0: off)", o.debloat)
 	}
+	if o.debloat == 0 {
+		o.debloat = -1 // NB: ringflow's off; its 0 is the default
+	}
 	if o.baseline != "" && o.baseline != "chan" {
 		return nil, cfg, fmt.Errorf(`--baseline %q: the only baseline is "chan"`, o.baseline)
 	}
@@ -191,7 +194,10 @@ func (o *nexmarkOptions) validate() ([]string, nexmark.Config, error) {
 func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexmarkResult, error) {
 	r := nexmarkResult{Query: q, Events: cfg.NumEvents, EventsPerSecond: cfg.EventsPerSecond,
 		Parallelism: o.parallelism, Workers: o.workers, CheckpointInterval: o.checkpoint.String(),
-		Debloat: o.debloat.String()}
+		Debloat: "off"}
+	if o.debloat > 0 {
+		r.Debloat = o.debloat.String()
+	}
 	if r.Workers == 0 {
 		r.Workers = runtime.GOMAXPROCS(0)
 	}

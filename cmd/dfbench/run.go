@@ -125,7 +125,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&c.Warmup, "warmup", 0, "leave the records generated in the run's first D out of the latency figures")
 	fs.BoolVar(&c.NoPin, "no-pin", false, "leave ringflow's worker threads unpinned")
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
-	fs.DurationVar(&c.Debloat, "debloat", 0, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
+	fs.DurationVar(&c.Debloat, "debloat", ringflow.DefaultDebloat, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
 	fs.BoolVar(&c.HugePages, "huge-pages", false, "back ringflow's large keyed state with transparent huge pages (Linux; faster at millions of keys)")
 	fs.DurationVar(&c.StallBound, "stall-bound", 0, "record ringflow steps longer than this as stalls, with where their time went (0: 5ms; negative, e.g. -1ns: none)")
 	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
@@ -165,6 +165,11 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 		c.Duration = defaultRunDuration
 	case c.Duration < 0:
 		return bad("--duration %v: must be positive", c.Duration)
+	case c.Debloat < 0:
+		return bad("--debloat %v: must not be negative (0: off)", c.Debloat)
+	}
+	if c.Debloat == 0 {
+		c.Debloat = -1 // NB: ringflow's off; its 0 is the default
 	}
 	switch f.mode {
 	case "exactly-once":
@@ -389,6 +394,8 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	}
 	if c.Debloat > 0 {
 		pace += fmt.Sprintf(", debloat %v", c.Debloat)
+	} else {
+		pace += ", debloat off"
 	}
 	fmt.Fprintf(w, "dfbench run: %s, %s, parallelism %d, workers %s, %s, %s\n\n",
 		c.Pipeline, bound, c.Parallelism, workers, keys, pace)
