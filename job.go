@@ -142,8 +142,8 @@ func (c Config) withDefaults() Config {
 }
 
 // DefaultDebloat is Config.Debloat's default. With it, dfbench compare's
-// backpressured jobs took aligned checkpoints of 10-13 ms at the median
-// instead of 0.6-0.9 s, and unaligned ones persisted 200-280 times less
+// backpressured jobs took aligned checkpoints of 9-13 ms at the median
+// instead of 0.6-0.9 s, and unaligned ones persisted 200-260 times less
 // in-flight data, for 1-3% of their throughput; unpaced jobs, whose
 // consumers keep up, ran as fast as without (docs/perf.md, "Buffer
 // debloating").
