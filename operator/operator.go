@@ -79,6 +79,9 @@ type Context struct {
 	// records waiting (see Task.idleStatus): each call does a piece of a
 	// microsecond or so and reports whether there was any to do.
 	idleWork []func() bool
+	// closers give back what the instance's state holds outside the Go
+	// heap, when its task closes (after the operator's own Close).
+	closers []func()
 	// declared is the state the instance declared as it opened.
 	declared []StateDecl
 }

@@ -145,6 +145,7 @@ func newTableAs[K comparable, V any](ctx *Context, name string, hash func(K) uin
 		Fail(ctx, fmt.Errorf("keyed state %q: %w", name, err))
 	}
 	t.m = m
+	ctx.closers = append(ctx.closers, m.Close)
 	if ctx.Checkpoints {
 		ctx.idleWork = append(ctx.idleWork, t.copyAhead)
 	}

@@ -239,6 +239,9 @@ func (t *Task) Close() error {
 		if err := op.Close(); err != nil {
 			errs = append(errs, attribute(t.Ctxs[i], fmt.Errorf("close: %w", err)))
 		}
+		for _, close := range t.Ctxs[i].closers {
+			close()
+		}
 	}
 	return errors.Join(errs...)
 }

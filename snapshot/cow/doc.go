@@ -71,9 +71,12 @@
 // when it has no records waiting, so that the copies a checkpoint costs
 // fall in time the task had, not in front of its records.
 //
-// With Config.HugePages, a large Map takes its pages from slabs advised for
-// transparent huge pages, so that at millions of keys updates and copies
-// rarely miss the TLB (see newPage).
+// Pages of plain data (no pointers in K or V) come from slabs mapped
+// outside the Go heap, returned to the kernel when the Map is closed and
+// its last Snapshot released: the state is most of a job's memory, and on
+// the heap it doubled the garbage collector's goal (see newPage). With
+// Config.HugePages, slabs are advised for transparent huge pages, so that
+// at millions of keys updates and copies rarely miss the TLB.
 //
 // Why pages rather than Flink's per-entry versions (CopyOnWriteStateMap):
 // Flink's freeze copies the bucket array, which is O(entries); per-entry

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"sync/atomic"
+	"reflect"
+	"runtime"
 	"unsafe"
 
 	"github.com/ringflow/ringflow/internal/invariants"
@@ -47,9 +48,10 @@ type Config[K comparable, V any] struct {
 	// LoadKeyGroup. Optional if the Map is never written out.
 	KeyCodec   Codec[K]
 	ValueCodec Codec[V]
-	// HugePages takes the Map's pages from slabs advised for transparent
-	// huge pages once its tables are large (see newPage): faster updates
-	// at millions of keys, for up to one slab of memory held unused.
+	// HugePages advises the Map's slabs for transparent huge pages, and
+	// takes pages that hold pointers from slabs too once its tables are
+	// large (see newPage): faster updates at millions of keys, for up to
+	// one slab of memory held unused.
 	HugePages bool
 }
 
@@ -66,6 +68,10 @@ type Map[K comparable, V any] struct {
 	kgMask uint64 // maxP-1 if maxP is a power of two
 	pow2   bool
 	huge   bool // Config.HugePages
+	// mapped: pages come from slabs mapped outside the Go heap (see
+	// newPage), which owner's reference keeps.
+	mapped bool
+	owner  *ownerRef
 	kgs    keygroups.Range
 	tables []table[K, V] // tables[kg-kgs.Start]
 	n      int
@@ -93,6 +99,8 @@ type Map[K comparable, V any] struct {
 	// partial lists the pages writes have made partial in this interval,
 	// for CopyAhead to complete (some may have been completed since).
 	partial []pageAt[K, V]
+	// scratch holds a delta being decoded, reused by the next.
+	scratch delta[K, V]
 	stats   Stats
 }
 
@@ -101,11 +109,6 @@ type Map[K comparable, V any] struct {
 type pageAt[K comparable, V any] struct {
 	t    *table[K, V]
 	page uint32
-}
-
-// shared is the only state both the owner and snapshot readers touch.
-type shared struct {
-	releases atomic.Uint64 // Release calls so far
 }
 
 // New returns an empty Map.
@@ -135,6 +138,14 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 		version: 1,
 		shared:  new(shared),
 	}
+	m.shared.refs.Store(1)
+	m.owner = &ownerRef{shared: m.shared}
+	if pointerFree(reflect.TypeFor[page[K, V]]()) && canMapSlabs {
+		m.mapped = true
+		// NB: a Map dropped without Close still gives its slabs back,
+		// once the collector finds it unreachable.
+		runtime.AddCleanup(m, (*ownerRef).drop, m.owner)
+	}
 	// NB: the first Freeze captures its headers into spare; written once
 	// here, its pages are in place by then. Fresh pages cost a fault each
 	// (in a VM, 10–50 µs for the first Freeze's few KiB), which would
@@ -149,6 +160,24 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 		m.kgMask = m.maxP - 1
 	}
 	return m, nil
+}
+
+// Close gives back the memory of a Map no longer used: its mapped slabs
+// (see newPage) are unmapped once every Snapshot of it is released too.
+// The Map must not be used after Close; its Snapshots stay readable until
+// they are released. Close is idempotent; a Map dropped without it gives
+// its memory back when the collector finds it unreachable.
+func (m *Map[K, V]) Close() {
+	if m.owner.done.Load() {
+		return
+	}
+	// NB: nothing reachable may point into a slab once it is unmapped.
+	m.tables, m.spare = nil, nil
+	m.pages, m.scratch = pagePool[K, V]{}, delta[K, V]{}
+	clear(m.live)
+	clear(m.released)
+	m.live, m.released, m.partial = nil, nil, nil
+	m.owner.drop()
 }
 
 // KeyGroups is the range of key groups the Map holds.

@@ -24,6 +24,9 @@ func (m *Map[K, V]) LoadKeyGroup(b []byte) (int, error) {
 	}
 	nt, err := m.decodeTable(kg, rest)
 	if err != nil {
+		for _, r := range nt.dir {
+			m.freePage(r.p)
+		}
 		return kg, fmt.Errorf("load key group %d: %w", kg, err)
 	}
 	for _, r := range t.dir {
@@ -70,7 +73,9 @@ func (m *Map[K, V]) decodeTable(kg int, body []byte) (table[K, V], error) {
 	nt := table[K, V]{dir: make([]pageRef[K, V], capacity/pageSlots), dirVer: m.version}
 	nt.setGeometry(capacity)
 	for i := range nt.dir {
-		nt.dir[i] = pageRef[K, V]{p: new(page[K, V]), ver: m.version}
+		p := m.allocPage()
+		*p = page[K, V]{}
+		nt.dir[i] = pageRef[K, V]{p: p, ver: m.version}
 	}
 	for e := range count {
 		var k K
@@ -101,6 +106,19 @@ type delta[K comparable, V any] struct {
 	keys      []K
 	hashes    []uint64
 	vals      []V
+	seen      map[K]struct{} // decodeDelta's, to find keys given twice
+}
+
+// reset empties d for the next delta, keeping its memory but no
+// references to keys or values.
+func (d *delta[K, V]) reset() {
+	clear(d.deleted)
+	clear(d.keys)
+	clear(d.vals)
+	clear(d.seen)
+	d.kg = 0
+	d.deleted, d.delHashes = d.deleted[:0], d.delHashes[:0]
+	d.keys, d.hashes, d.vals = d.keys[:0], d.hashes[:0], d.vals[:0]
 }
 
 // ApplyKeyGroupDelta applies a delta written by AppendKeyGroupDelta to the
@@ -114,6 +132,7 @@ func (m *Map[K, V]) ApplyKeyGroupDelta(b []byte) (int, error) {
 		return -1, ErrNoCodec
 	}
 	d, err := m.decodeDelta(b)
+	defer d.reset()
 	if err != nil {
 		return d.kg, fmt.Errorf("apply key group delta: %w", err)
 	}
@@ -134,8 +153,12 @@ func (m *Map[K, V]) ApplyKeyGroupDelta(b []byte) (int, error) {
 	return d.kg, nil
 }
 
-func (m *Map[K, V]) decodeDelta(b []byte) (delta[K, V], error) {
-	var d delta[K, V]
+// decodeDelta decodes b into the Map's delta scratch, which the caller
+// resets once it has applied it. NB: a restore applies a chain of deltas
+// to every key group; decoded into fresh slices and a fresh map of keys
+// seen each time, a restore of 1M keys allocated hundreds of MB.
+func (m *Map[K, V]) decodeDelta(b []byte) (*delta[K, V], error) {
+	d := &m.scratch
 	var err error
 	var rest []byte
 	if d.kg, rest, err = openBlob(b, deltaMagic, int(m.maxP)); err != nil {
@@ -157,7 +180,10 @@ func (m *Map[K, V]) decodeDelta(b []byte) (delta[K, V], error) {
 	if err != nil {
 		return d, err
 	}
-	seen := make(map[K]struct{}, nPut)
+	if d.seen == nil {
+		d.seen = make(map[K]struct{}, nPut)
+	}
+	seen := d.seen
 	for e := range nPut {
 		var k K
 		var h uint64

@@ -24,6 +24,7 @@ type Stats struct {
 	DirsReused      uint64 // directories taken from the free list
 	PagesAllocated  uint64 // pages taken from the Go heap, or from a slab
 	Slabs           uint64 // slabs allocated (see newPage)
+	SlabBytes       uint64 // their size, in all
 	SlabsAdvised    uint64 // slabs advised for huge pages (the madvise call succeeded)
 	PagesReused     uint64 // pages taken from the free list
 	PagesRetired    int    // pages kept only for live snapshots, now
@@ -83,6 +84,7 @@ func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
 	m.ahead.ver, m.ahead.table, m.ahead.page = m.version, 0, 0
 	m.partial = m.partial[:0] // now frozen: the ahead scan finds them
 	m.live = append(m.live, s)
+	m.shared.refs.Add(1)
 	m.stats.Freezes++
 	m.stats.KeyGroupsFrozen += uint64(len(m.tables))
 	return s
@@ -101,6 +103,7 @@ func (s *Snapshot[K, V]) KeyGroups() keygroups.Range { return s.kgs }
 func (s *Snapshot[K, V]) Release() {
 	if s.released.CompareAndSwap(false, true) {
 		s.shared.releases.Add(1) // NB: publishes all reads of s before the owner reuses its pages
+		s.shared.unref()
 	}
 }
 
