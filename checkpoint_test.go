@@ -239,6 +239,10 @@ func TestSequenceWithFailures(t *testing.T) {
 						unaligned++
 					}
 					inflight += st.InflightBytes
+					if st.SyncCPU <= 0 || st.SyncCPU > st.Sync {
+						t.Fatalf("checkpoint %d, %s#%d: synchronous part %v, of it on CPU %v: want more than 0 and no more than all",
+							cp.ID, st.Operator, st.Subtask, st.Sync, st.SyncCPU)
+					}
 				}
 			}
 			t.Logf("failures at %v; %d checkpoints (%d unaligned subtask snapshots, %d in-flight bytes); last restore from checkpoint %d",

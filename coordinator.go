@@ -45,6 +45,7 @@ type SubtaskCheckpointStats struct {
 	StartDelay time.Duration // trigger to the first barrier seen (0 for sources)
 	Alignment  time.Duration // first barrier read to snapshot
 	Sync       time.Duration // synchronous part of the snapshot
+	SyncCPU    time.Duration // of Sync, the time its thread was on its core
 	Async      time.Duration // background write of the snapshot
 	Bytes      uint64        // state bytes this subtask wrote
 	Unaligned  bool
@@ -662,7 +663,7 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		return
 	}
 	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
-		Sync: r.SyncDuration, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
+		Sync: r.SyncDuration, SyncCPU: r.SyncCPU, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
 		InflightBytes: inflight}
 	st.WaitedOn = -1
 	if r.Align.ID != 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow/align"
+	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/ring"
 )
 
@@ -30,7 +31,11 @@ type SnapshotReport struct {
 	// Timing of the synchronous part, and the aligner's statistics (zero
 	// for source tasks).
 	SyncDuration time.Duration
-	Align        align.Stats
+	// SyncCPU is the part of SyncDuration the task's thread was on its
+	// core; the rest it waited, preempted by another thread or asleep in
+	// the kernel.
+	SyncCPU time.Duration
+	Align   align.Stats
 	// Unaligned checkpoints: recorded in-flight data of input channels (by
 	// InputKey) and of output rings (by OutputKey, from the gate).
 	Channels     map[int][]byte
@@ -219,7 +224,7 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 // snapshot takes the synchronous part of checkpoint id: the source's
 // position and every operator's frozen state, in chain order.
 func (t *Task) snapshot(id uint64, trigger time.Time) error {
-	start := time.Now()
+	start, cpu := time.Now(), affinity.ThreadCPU()
 	r := t.Checkpoints.next
 	t.Checkpoints.next = nil
 	if r == nil {
@@ -244,7 +249,8 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 		}
 		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctxs[i].Operator, Subtask: t.Ctxs[i].Subtask, State: s})
 	}
-	r.SyncDuration = time.Since(start)
+	wall := time.Since(start)
+	r.SyncDuration, r.SyncCPU = wall, min(affinity.ThreadCPU()-cpu, wall)
 	t.Checkpoints.syncStep, t.Checkpoints.syncID, t.Checkpoints.syncTook = t.steps, id, r.SyncDuration
 	t.Checkpoints.snap = r
 	t.Checkpoints.last = id

@@ -58,6 +58,9 @@ type Checkpoint struct {
 	// longest alignment of a subtask.
 	SyncMax      time.Duration `json:"sync_max_ns"`
 	AlignmentMax time.Duration `json:"alignment_max_ns"`
+	// SyncCPUMax is the longest time a subtask's thread was on its core
+	// in its synchronous part: SyncMax less the time it was preempted.
+	SyncCPUMax   time.Duration `json:"sync_cpu_max_ns"`
 	BytesWritten uint64        `json:"bytes_written"`
 	// Child and At say which child took it and when the parent learnt of
 	// it (since the soak started); the parent sets them.
@@ -70,6 +73,7 @@ func CheckpointOf(s ringflow.CheckpointStats) Checkpoint {
 	c := Checkpoint{ID: s.ID, Status: s.Status, Final: s.Final, Duration: s.Duration, BytesWritten: s.BytesWritten}
 	for _, st := range s.Subtasks {
 		c.SyncMax = max(c.SyncMax, st.Sync)
+		c.SyncCPUMax = max(c.SyncCPUMax, st.SyncCPU)
 		c.AlignmentMax = max(c.AlignmentMax, st.Alignment)
 	}
 	return c

@@ -46,6 +46,9 @@ type CheckpointSummary struct {
 	// durations, and their longest synchronous parts of a subtask.
 	Duration Quantiles
 	SyncMax  Quantiles
+	// SyncCPUMax is over their longest times on CPU in a synchronous
+	// part (Checkpoint.SyncCPUMax).
+	SyncCPUMax Quantiles
 	// Longest and Stalled are the completed checkpoints with the longest
 	// duration and with the longest synchronous part.
 	Longest, Stalled Checkpoint
@@ -142,7 +145,7 @@ func rssGrowth(samples []Sample, after int) float64 {
 
 func summarizeCheckpoints(cks []Checkpoint) CheckpointSummary {
 	var s CheckpointSummary
-	var durations, syncs []time.Duration
+	var durations, syncs, syncCPUs []time.Duration
 	for _, c := range cks {
 		switch {
 		case c.Completed():
@@ -156,6 +159,7 @@ func summarizeCheckpoints(cks []Checkpoint) CheckpointSummary {
 		}
 		durations = append(durations, c.Duration)
 		syncs = append(syncs, c.SyncMax)
+		syncCPUs = append(syncCPUs, c.SyncCPUMax)
 		if c.Duration > s.Longest.Duration {
 			s.Longest = c
 		}
@@ -164,7 +168,7 @@ func summarizeCheckpoints(cks []Checkpoint) CheckpointSummary {
 		}
 		s.BytesMax = max(s.BytesMax, c.BytesWritten)
 	}
-	s.Duration, s.SyncMax = QuantilesOf(durations), QuantilesOf(syncs)
+	s.Duration, s.SyncMax, s.SyncCPUMax = QuantilesOf(durations), QuantilesOf(syncs), QuantilesOf(syncCPUs)
 	return s
 }
 

@@ -485,6 +485,7 @@ type ckSummary struct {
 	RestoredFrom uint64      `json:"restored_from"` // checkpoint the latest start or restart restored; 0: none
 	Duration     ckQuantiles `json:"duration_ms"`
 	Sync         ckQuantiles `json:"sync_us"`
+	SyncCPU      ckQuantiles `json:"sync_cpu_us"` // of each synchronous part, the time its thread ran
 	Alignment    ckQuantiles `json:"alignment_ms"`
 	BytesWritten uint64      `json:"bytes_written"`
 	BytesReused  uint64      `json:"bytes_reused"`
@@ -511,6 +512,7 @@ type ckEntry struct {
 	StartDelayMaxUs float64 `json:"start_delay_max_us"`
 	AlignmentMaxUs  float64 `json:"alignment_max_us"`
 	SyncMaxUs       float64 `json:"sync_max_us"`
+	SyncCPUMaxUs    float64 `json:"sync_cpu_max_us"`
 	AsyncMaxUs      float64 `json:"async_max_us"`
 	WrittenMs       float64 `json:"written_ms"` // trigger to every part written; the rest is the commit
 	BytesWritten    uint64  `json:"bytes_written"`
@@ -519,7 +521,7 @@ type ckEntry struct {
 
 func ckSummaryOf(e pipelines.Result) *ckSummary {
 	s := &ckSummary{Restarts: e.Restarts, RestoredFrom: e.RestoredFrom, History: []ckEntry{}}
-	var dur, sync, align []float64
+	var dur, sync, syncCPU, align []float64
 	for _, c := range e.Checkpoints {
 		entry := ckEntry{ID: c.ID, Status: c.Status, Final: c.Final, TriggerUnixUs: c.Trigger.UnixMicro(), DurationMs: ckMs(c.Duration),
 			WrittenMs: ckMs(c.Written), BytesWritten: c.BytesWritten, BytesReused: c.BytesReused}
@@ -527,6 +529,7 @@ func ckSummaryOf(e pipelines.Result) *ckSummary {
 			entry.StartDelayMaxUs = max(entry.StartDelayMaxUs, float64(st.StartDelay)/1e3)
 			entry.AlignmentMaxUs = max(entry.AlignmentMaxUs, float64(st.Alignment)/1e3)
 			entry.SyncMaxUs = max(entry.SyncMaxUs, float64(st.Sync)/1e3)
+			entry.SyncCPUMaxUs = max(entry.SyncCPUMaxUs, float64(st.SyncCPU)/1e3)
 			entry.AsyncMaxUs = max(entry.AsyncMaxUs, float64(st.Async)/1e3)
 		}
 		s.History = append(s.History, entry)
@@ -544,10 +547,11 @@ func ckSummaryOf(e pipelines.Result) *ckSummary {
 		dur = append(dur, ckMs(c.Duration))
 		for _, st := range c.Subtasks {
 			sync = append(sync, float64(st.Sync)/1e3)
+			syncCPU = append(syncCPU, float64(st.SyncCPU)/1e3)
 			align = append(align, ckMs(st.Alignment))
 		}
 	}
-	s.Duration, s.Sync, s.Alignment = quantilesOf(dur), quantilesOf(sync), quantilesOf(align)
+	s.Duration, s.Sync, s.SyncCPU, s.Alignment = quantilesOf(dur), quantilesOf(sync), quantilesOf(syncCPU), quantilesOf(align)
 	return s
 }
 
@@ -585,6 +589,7 @@ func printCheckpoints(w io.Writer, c pipelines.Config, e pipelines.Result) error
 	}
 	q("duration", s.Duration, "ms")
 	q("sync", s.Sync, "µs (per subtask)")
+	q("  on cpu", s.SyncCPU, "µs (the time the thread ran; the rest it was preempted)")
 	q("alignment", s.Alignment, "ms (per subtask)")
 	_, err := fmt.Fprintf(w, "  state      %.2f MB written, %.2f MB reused\n", float64(s.BytesWritten)/1e6, float64(s.BytesReused)/1e6)
 	if err != nil || e.Windows == nil {

@@ -48,24 +48,26 @@ func TestRunCheckpointJSON(t *testing.T) {
 	}
 	ck := obj.Checkpoints
 	want := []string{"aborted", "alignment_ms", "bytes_reused", "bytes_written", "completed", "duration_ms", "failed",
-		"history", "restarts", "restored_from", "sync_us"}
+		"history", "restarts", "restored_from", "sync_cpu_us", "sync_us"}
 	if got := sortedKeys(ck); !reflect.DeepEqual(got, want) {
 		t.Fatalf("checkpoints keys %v, want %v", got, want)
 	}
-	for _, q := range []string{"duration_ms", "sync_us", "alignment_ms"} {
+	for _, q := range []string{"duration_ms", "sync_us", "sync_cpu_us", "alignment_ms"} {
 		if got := sortedKeys(ck[q].(map[string]any)); !reflect.DeepEqual(got, []string{"max", "p50", "p99"}) {
 			t.Errorf("%s keys %v", q, got)
 		}
 	}
 	if ck["completed"].(float64) < 1 || ck["restarts"] != 1.0 || ck["bytes_written"].(float64) <= 0 ||
-		ck["sync_us"].(map[string]any)["max"].(float64) <= 0 || ck["duration_ms"].(map[string]any)["max"].(float64) <= 0 {
-		t.Errorf("checkpoints %v: want some completed, 1 restart, bytes written, sync and duration times", ck)
+		ck["sync_us"].(map[string]any)["max"].(float64) <= 0 || ck["duration_ms"].(map[string]any)["max"].(float64) <= 0 ||
+		ck["sync_cpu_us"].(map[string]any)["max"].(float64) <= 0 ||
+		ck["sync_cpu_us"].(map[string]any)["max"].(float64) > ck["sync_us"].(map[string]any)["max"].(float64) {
+		t.Errorf("checkpoints %v: want some completed, 1 restart, bytes written, sync (on cpu no longer than in all) and duration times", ck)
 	}
 	delays := 0
 	for i, h := range ck["history"].([]any) {
 		e := h.(map[string]any)
 		want := []string{"alignment_max_us", "async_max_us", "bytes_reused", "bytes_written", "duration_ms", "final", "id",
-			"start_delay_max_us", "status", "sync_max_us", "trigger_unix_us", "written_ms"}
+			"start_delay_max_us", "status", "sync_cpu_max_us", "sync_max_us", "trigger_unix_us", "written_ms"}
 		if got := sortedKeys(e); !reflect.DeepEqual(got, want) {
 			t.Fatalf("history entry %d keys %v, want %v", i, got, want)
 		}

@@ -127,6 +127,8 @@ func printSoak(w io.Writer, f soakFlags, s *soaker, sum soak.Summary, check *soa
 			ms(ck.Duration.P50), ms(ck.Duration.P99), ms(ck.Duration.Max), ck.Longest.ID, ck.Longest.Child, ck.Longest.At.Round(time.Second))
 		fmt.Fprintf(w, "  sync max   p50 %.1f, p99 %.1f, max %.1f µs: each checkpoint's longest synchronous part (checkpoint %d, child %d, at %v)\n",
 			us(ck.SyncMax.P50), us(ck.SyncMax.P99), us(ck.SyncMax.Max), ck.Stalled.ID, ck.Stalled.Child, ck.Stalled.At.Round(time.Second))
+		fmt.Fprintf(w, "    on cpu   p50 %.1f, p99 %.1f, max %.1f µs: of those parts, the time their threads ran (the rest they were preempted)\n",
+			us(ck.SyncCPUMax.P50), us(ck.SyncCPUMax.P99), us(ck.SyncCPUMax.Max))
 		fmt.Fprintf(w, "  written    at most %.2f MB by one checkpoint\n", float64(ck.BytesMax)/1e6)
 	}
 	if st := sum.Stalls; len(st.ByCause) > 0 {
@@ -214,9 +216,11 @@ type soakCkJSON struct {
 	Aborted    int         `json:"aborted"`
 	DurationMs ckQuantiles `json:"duration_ms"`
 	SyncMaxUs  ckQuantiles `json:"sync_max_us"` // of each checkpoint's longest synchronous part
-	LongestID  uint64      `json:"longest_id"`  // the checkpoint of the longest duration
-	StalledID  uint64      `json:"stalled_id"`  // the checkpoint of the longest synchronous part
-	BytesMax   uint64      `json:"bytes_max"`
+	// of each checkpoint's longest time on CPU in a synchronous part
+	SyncCPUMaxUs ckQuantiles `json:"sync_cpu_max_us"`
+	LongestID    uint64      `json:"longest_id"` // the checkpoint of the longest duration
+	StalledID    uint64      `json:"stalled_id"` // the checkpoint of the longest synchronous part
+	BytesMax     uint64      `json:"bytes_max"`
 }
 
 // soakStallsJSON is the job's stalls: counted by cause, and the longest
@@ -245,7 +249,8 @@ func soakJSONOf(f soakFlags, s *soaker, sum soak.Summary, check *soakCheck, viol
 		Seconds: sum.Seconds, WarmupS: f.warmup.Seconds(), Samples: sum.Samples, Series: map[string]soakSeriesJSON{},
 		Checkpoints: soakCkJSON{Completed: ck.Completed, Failed: ck.Failed, Aborted: ck.Aborted,
 			DurationMs: q(ck.Duration, time.Millisecond), SyncMaxUs: q(ck.SyncMax, time.Microsecond),
-			LongestID: ck.Longest.ID, StalledID: ck.Stalled.ID, BytesMax: ck.BytesMax},
+			SyncCPUMaxUs: q(ck.SyncCPUMax, time.Microsecond),
+			LongestID:    ck.Longest.ID, StalledID: ck.Stalled.ID, BytesMax: ck.BytesMax},
 		RSSGrowthPct: sum.RSSGrowth * 100, Failures: sum.Failures, Restarts: sum.Restarts, Kills: sum.Kills,
 		Children: s.children, Violations: violations,
 		Stalls: soakStallsJSON{ByCause: sum.Stalls.ByCause, Longest: []string{}}}
