@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
 // Metrics is a snapshot of a job's counters (see Job.Metrics). Counters
@@ -25,6 +26,11 @@ type Metrics struct {
 	// Channels are the rings between subtasks while the job runs (none
 	// before or after).
 	Channels []ChannelMetrics
+	// StateMappedBytes is the keyed state of plain data (no pointers in
+	// key or value) that the process holds outside the Go heap, in memory
+	// mapped for it: the Go runtime's statistics do not count it. It is
+	// the process's, all its jobs' together.
+	StateMappedBytes int64
 }
 
 // ChannelMetrics describe the ring from one operator subtask to another.
@@ -88,7 +94,7 @@ func (m Metrics) Operator(name string) (SubtaskMetrics, bool) {
 // any time, from any goroutine, while the job runs; each counter is read
 // once, so counters of one snapshot may be a batch apart.
 func (j *Job) Metrics() Metrics {
-	var m Metrics
+	m := Metrics{StateMappedBytes: cow.MappedBytes()}
 	j.metricsMu.Lock()
 	for _, n := range j.nodes {
 		for i, c := range j.metrics[n.name] {

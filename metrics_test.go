@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +178,33 @@ func TestMetricsWatermark(t *testing.T) {
 	}
 	if lo, hi := time.UnixMilli(base+30_000), time.UnixMilli(base+50_000); seen.Before(lo) || seen.After(hi) {
 		t.Errorf("at record 40,000 the source's watermark was %v, want between %v and %v", seen, lo, hi)
+	}
+}
+
+// TestStateMappedBytes: keyed state of plain data is counted in
+// Metrics.StateMappedBytes while the job runs, and given back when it ends.
+func TestStateMappedBytes(t *testing.T) {
+	before := ringflow.NewJob(ringflow.Config{}).Metrics().StateMappedBytes
+	var during atomic.Int64
+	var job *ringflow.Job
+	job = ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2,
+		Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(t.TempDir(), "state")},
+		Events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
+			during.Store(max(during.Load(), job.Metrics().StateMappedBytes))
+		}}})
+	const n = 400_000
+	src := ringflow.Source(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: n}))
+	counts := ringflow.MapWithState(ringflow.KeyBy(src, func(v uint64) uint64 { return v % 100_000 }), "count",
+		func(c *int64, _ uint64) int64 { *c++; return *c })
+	ringflow.Sink(counts, "sink", func(int64) error { return nil })
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// 100,000 keys of 16 bytes: at least 1.6 MB of slots.
+	if got := during.Load() - before; got < 1_600_000 {
+		t.Errorf("StateMappedBytes grew by %d while 100,000 keys were counted, want at least 1.6 MB", got)
+	}
+	if after := job.Metrics().StateMappedBytes; after != before {
+		t.Errorf("StateMappedBytes %d after the job ended, want %d as before it", after, before)
 	}
 }

@@ -22,6 +22,7 @@ import (
 //	                                                         time (none before its first)
 //	ringflow_checkpoints_total{result}               result: completed, failed, aborted
 //	ringflow_restarts_total                          restarts after a failure
+//	ringflow_state_mapped_bytes                      keyed state outside the Go heap (the process's)
 //	ringflow_stalls_total{cause}                     steps over Config.StallBound (Job.Stalls)
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
 //	ringflow_worker_preempted_total{worker}          switched out while runnable
@@ -63,6 +64,8 @@ var (
 		"Checkpoints by result.", []string{"result"}, nil)
 	descRestarts = prometheus.NewDesc("ringflow_restarts_total",
 		"Restarts after a failure.", nil, nil)
+	descStateMapped = prometheus.NewDesc("ringflow_state_mapped_bytes",
+		"Keyed state the process holds outside the Go heap, all its jobs together.", nil, nil)
 	descParks = prometheus.NewDesc("ringflow_worker_parks_total",
 		"Times a worker slept with nothing to do.", []string{"worker"}, nil)
 	descPreempted = prometheus.NewDesc("ringflow_worker_preempted_total",
@@ -125,7 +128,7 @@ type collector struct{ job *Job }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRecordsIn, descRecordsOut, descLate, descBusy, descBackpressured, descIdle,
-		descLag, descCheckpoints, descRestarts, descStalls,
+		descLag, descCheckpoints, descRestarts, descStateMapped, descStalls,
 		descParks, descPreempted, descQueued, descLimit, descCkDuration, descCkStartDelay, descCkAlignment, descCkSync, descCkAsync,
 		descCkSize, descCkInflight, descCkLast} {
 		ch <- d
@@ -150,6 +153,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsFailed), "failed")
 	ch <- prometheus.MustNewConstMetric(descCheckpoints, prometheus.CounterValue, float64(m.CheckpointsAborted), "aborted")
 	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(m.Restarts))
+	ch <- prometheus.MustNewConstMetric(descStateMapped, prometheus.GaugeValue, float64(m.StateMappedBytes))
 	for cause, n := range m.Stalls {
 		ch <- prometheus.MustNewConstMetric(descStalls, prometheus.CounterValue, float64(n), cause)
 	}

@@ -66,6 +66,9 @@
 //	restarts             in-place restarts after a failure so far
 //	failures             failures injected so far
 //	kills                children killed so far
+//	state_mapped_bytes   keyed state of plain data, held outside the Go heap
+//	                     (mapped slabs: cow.MappedBytes); a CSV written
+//	                     before this column reads with zeros
 //
 // # The plot
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
 // Report is one line of the child's stdout, as JSON: what it saw since
@@ -95,6 +96,9 @@ type Runtime struct {
 	GCPauses         uint64        `json:"gc_pauses"`
 	GCPauseMax       time.Duration `json:"gc_pause_max_ns"`
 	GCAssist         time.Duration `json:"gc_assist_ns"`
+	// StateMappedBytes is the keyed state held outside the Go heap
+	// (cow.MappedBytes).
+	StateMappedBytes uint64 `json:"state_mapped_bytes"`
 }
 
 // The runtime/metrics RuntimeReader reads, by index.
@@ -147,7 +151,7 @@ func (r *RuntimeReader) Read() Runtime {
 		}
 		return r.s[i].Value.Uint64()
 	}
-	out := Runtime{HeapLiveBytes: u(mHeapLive), HeapObjectsBytes: u(mHeapObjects)}
+	out := Runtime{HeapLiveBytes: u(mHeapLive), HeapObjectsBytes: u(mHeapObjects), StateMappedBytes: uint64(max(cow.MappedBytes(), 0))}
 	out.GoHeldBytes = u(mTotal) - min(u(mReleased), u(mTotal))
 	cycles := u(mCycles)
 	out.GCCycles, r.cycles = cycles-min(r.cycles, cycles), cycles

@@ -110,7 +110,14 @@ var columns = []column{
 		func(s *Sample, v float64) { s.Failures = int(v) }},
 	{"kills", false, 0, func(s *Sample) float64 { return float64(s.Kills) },
 		func(s *Sample, v float64) { s.Kills = int(v) }},
+	// Columns from here on were added later: a CSV without them reads,
+	// as zeros.
+	{"state_mapped_bytes", true, 0, func(s *Sample) float64 { return float64(s.Runtime.StateMappedBytes) },
+		func(s *Sample, v float64) { s.Runtime.StateMappedBytes = uint64(v) }},
 }
+
+// requiredColumns is how many of the columns every CSV has.
+const requiredColumns = 29
 
 // Header returns the CSV's header line, without its newline.
 func Header() string {
@@ -184,7 +191,8 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 		}
 		return nil, errors.New("no header: the file is empty")
 	}
-	if err := checkHeader(header); err != nil {
+	n, err := checkHeader(header)
+	if err != nil {
 		return nil, fmt.Errorf("line %d: %w", line, err)
 	}
 	var samples []Sample
@@ -193,7 +201,7 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 		if !ok {
 			break
 		}
-		s, err := parseRow(row)
+		s, err := parseRow(row, n)
 		if err == nil && len(samples) > 0 && s.At < samples[len(samples)-1].At {
 			err = fmt.Errorf("column 1 (t_s): %v s, before the previous row's %v s",
 				s.At.Seconds(), samples[len(samples)-1].At.Seconds())
@@ -210,31 +218,34 @@ func ReadCSV(r io.Reader) ([]Sample, error) {
 }
 
 // checkHeader checks that header is the one CSV writes.
-func checkHeader(header string) error {
+func checkHeader(header string) (int, error) {
 	names := strings.Split(header, ",")
 	for i, c := range columns {
+		if i >= requiredColumns && i == len(names) {
+			return i, nil
+		}
 		if i >= len(names) || names[i] != c.name {
 			got := "nothing"
 			if i < len(names) {
 				got = strconv.Quote(names[i])
 			}
-			return fmt.Errorf("column %d of the header is %s, want %q: not a soak's CSV, or of another version", i+1, got, c.name)
+			return 0, fmt.Errorf("column %d of the header is %s, want %q: not a soak's CSV, or of another version", i+1, got, c.name)
 		}
 	}
 	if len(names) > len(columns) {
-		return fmt.Errorf("the header has %d columns, want %d: not a soak's CSV, or of another version", len(names), len(columns))
+		return 0, fmt.Errorf("the header has %d columns, want %d: not a soak's CSV, or of another version", len(names), len(columns))
 	}
-	return nil
+	return len(columns), nil
 }
 
-// parseRow parses one row of the CSV.
-func parseRow(row string) (Sample, error) {
+// parseRow parses one row of a CSV of the first n columns.
+func parseRow(row string, n int) (Sample, error) {
 	var s Sample
 	cells := strings.Split(row, ",")
-	if len(cells) != len(columns) {
-		return s, fmt.Errorf("%d cells, want one per column: %d", len(cells), len(columns))
+	if len(cells) != n {
+		return s, fmt.Errorf("%d cells, want one per column: %d", len(cells), n)
 	}
-	for i, c := range columns {
+	for i, c := range columns[:n] {
 		v, err := strconv.ParseFloat(cells[i], 64)
 		switch {
 		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):

@@ -295,8 +295,8 @@ func TestReadCSVMalformed(t *testing.T) {
 	}{
 		{"empty", "", "empty"},
 		{"another header", strings.Replace(header, "rss_bytes", "rss", 1) + "\n" + ok, `line 1: column 3 of the header is "rss", want "rss_bytes"`},
-		{"a column more", header + ",extra\n" + ok, "line 1: the header has 30 columns, want 29"},
-		{"a cell short", header + "\n" + ok + "\n" + strings.Join(good[1:], ","), "line 3: 28 cells, want one per column: 29"},
+		{"a column more", header + ",extra\n" + ok, "line 1: the header has 31 columns, want 30"},
+		{"a cell short", header + "\n" + ok + "\n" + strings.Join(good[1:], ","), "line 3: 29 cells, want one per column: 30"},
 		{"not a number", header + "\n" + with(2, "12x"), `line 2: column 3 (rss_bytes): "12x" is not a number`},
 		{"NaN", header + "\n" + with(6, "NaN"), `line 2: column 7 (heap_live_bytes): "NaN" is not a number`},
 		{"negative", header + "\n" + with(20, "-5"), `line 2: column 21 (ck_last_duration_ms): "-5" is negative`},
@@ -308,5 +308,27 @@ func TestReadCSVMalformed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %d samples, error %v; want an error with %q", tc.name, len(samples), err, tc.want)
 		}
+	}
+}
+
+// TestReadCSVWithoutLaterColumns: a CSV written before the columns added
+// later reads, with zeros in them; a row of it must still be whole.
+func TestReadCSVWithoutLaterColumns(t *testing.T) {
+	s := Sample{At: 2 * time.Second, Child: 1, RSS: RSS{Total: 1000}, Kills: 3}
+	s.Runtime.StateMappedBytes = 77
+	cells := strings.Split(string(AppendRow(nil, &s)), ",")
+	names := strings.Split(Header(), ",")
+	old := strings.Join(names[:requiredColumns], ",") + "\n" + strings.Join(cells[:requiredColumns], ",")
+	got, err := ReadCSV(strings.NewReader(old))
+	if err != nil || len(got) != 1 || got[0].Kills != 3 || got[0].RSS.Total != 1000 || got[0].Runtime.StateMappedBytes != 0 {
+		t.Fatalf("an older CSV read as %+v, %v; want one sample, 3 kills, RSS 1000, no mapped state", got, err)
+	}
+	short := strings.Join(names[:requiredColumns], ",") + "\n" + strings.Join(cells[:requiredColumns-1], ",")
+	if _, err := ReadCSV(strings.NewReader(short)); err == nil || !strings.Contains(err.Error(), "line 2: 28 cells, want one per column: 29") {
+		t.Fatalf("a short row of an older CSV: %v", err)
+	}
+	if _, err := ReadCSV(strings.NewReader(strings.Join(names[:requiredColumns-1], ","))); err == nil ||
+		!strings.Contains(err.Error(), `column 29 of the header is nothing, want "kills"`) {
+		t.Fatalf("a header short of the required columns: %v", err)
 	}
 }
