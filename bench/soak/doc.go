@@ -87,10 +87,10 @@
 //	   └──────────────────────────┴─────────────────────────────┘
 //	   0    warm-up end          kill                        min
 //
-// The memory panel has RSS and the Go heap marked live, a line of each
-// per child: a line from a killed child to the next would draw memory
-// that no process had. Heap live is left out until a child's first GC,
-// before which it reads 0. The checkpoint panel has a dot per sample at
+// The memory panel has RSS, the Go heap marked live and, when there is
+// any, the state mapped outside the heap, a line of each per child: a line
+// from a killed child to the next would draw memory that no process had.
+// Heap live is left out until a child's first GC, before which it reads 0. The checkpoint panel has a dot per sample at
 // its latest checkpoint's duration (ck_last_duration_ms), from the first
 // checkpoint on. A kill, where the child changes, is a thin line across
 // both; the legend counts them.

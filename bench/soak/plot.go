@@ -47,6 +47,7 @@ const (
 const (
 	rssColour    = "#1f77b4"
 	heapColour   = "#2ca02c"
+	mappedColour = "#ff7f0e"
 	ckColour     = "#9467bd"
 	killColour   = "#d62728"
 	warmupColour = "#7f7f7f"
@@ -86,6 +87,7 @@ type plot struct {
 	rssBound float64   // in MB; 0: none
 	kills    []float64 // where each kill is drawn, in minutes
 	killed   int       // children killed: a kill line can stand for more
+	mapped   bool      // whether any sample has state mapped outside the Go heap
 	b        bytes.Buffer
 }
 
@@ -95,7 +97,8 @@ func newPlot(samples []Sample, opts PlotOptions) *plot {
 	for i := range samples {
 		s := &samples[i]
 		minutes = s.At.Minutes()
-		memMax = max(memMax, mb(s.RSS.Total), mb(s.Runtime.HeapLiveBytes))
+		memMax = max(memMax, mb(s.RSS.Total), mb(s.Runtime.HeapLiveBytes), mb(s.Runtime.StateMappedBytes))
+		p.mapped = p.mapped || s.Runtime.StateMappedBytes > 0
 		ckMax = max(ckMax, ms(s.Last.Duration))
 		if s.At < opts.Warmup {
 			peak = max(peak, mb(s.RSS.Total))
@@ -155,7 +158,8 @@ func (p *plot) axes() {
 }
 
 // memory draws the memory panel: the warm-up's end and the RSS bound, and
-// a line of RSS and one of Go heap live per child.
+// a line of RSS, one of Go heap live and, where there is any, one of the
+// state mapped outside the heap, per child.
 func (p *plot) memory() {
 	b, m := &p.b, &p.mem
 	if p.warmup {
@@ -175,6 +179,9 @@ func (p *plot) memory() {
 	p.perChild("heap-live", heapColour, func(s *Sample) (float64, bool) {
 		return mb(s.Runtime.HeapLiveBytes), s.Runtime.HeapLiveBytes > 0
 	})
+	if p.mapped {
+		p.perChild("state-mapped", mappedColour, func(s *Sample) (float64, bool) { return mb(s.Runtime.StateMappedBytes), true })
+	}
 }
 
 // perChild draws a polyline of class class on the memory panel for each
@@ -244,6 +251,9 @@ func (p *plot) legend() {
 		return fmt.Sprintf("<line x1=\"0\" y1=\"-4\" x2=\"20\" y2=\"-4\" stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"%s\"/>", colour, dash)
 	}
 	top := []legendEntry{{line(rssColour, "none"), "RSS"}, {line(heapColour, "none"), "Go heap live"}}
+	if p.mapped {
+		top = append(top, legendEntry{line(mappedColour, "none"), "state outside the heap"})
+	}
 	if p.rssBound > 0 {
 		top = append(top, legendEntry{line(rssColour, "6 4"),
 			fmt.Sprintf("RSS bound: warm-up peak +%g%% (%.0f MB)", p.opts.RSSBoundPct, p.rssBound)})

@@ -89,7 +89,8 @@ func plotOf(t *testing.T, samples []Sample, title string, opts PlotOptions) []sv
 }
 
 // TestPlotSVG draws three children's samples, a kill between each two: a
-// line of RSS and of heap live per child, within the memory panel; a dot
+// line of RSS, of heap live and of state mapped outside the heap per
+// child, within the memory panel; a dot
 // per sample after the first checkpoint; a kill line at each change of
 // child; the bounds and the warm-up's end.
 func TestPlotSVG(t *testing.T) {
@@ -101,6 +102,7 @@ func TestPlotSVG(t *testing.T) {
 			if sec > c.from { // heap live is 0 until a child's first GC
 				s.Runtime.HeapLiveBytes = uint64(40+sec) * 1e6
 			}
+			s.Runtime.StateMappedBytes = uint64(60+sec) * 1e6
 			if sec > 2 {
 				s.Last = Checkpoint{ID: uint64(sec - 2), Duration: time.Duration(sec) * 10 * time.Millisecond}
 			}
@@ -113,7 +115,7 @@ func TestPlotSVG(t *testing.T) {
 	for _, series := range []struct {
 		class      string
 		lines, pts int
-	}{{"rss", 3, 9}, {"heap-live", 3, 6}} {
+	}{{"rss", 3, 9}, {"heap-live", 3, 6}, {"state-mapped", 3, 9}} {
 		lines, n := ofClass(elems, series.class), 0
 		for _, l := range lines {
 			for _, p := range points(t, l) {

@@ -176,7 +176,7 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakFlags, error) {
 	fs.DurationVar(&f.killEvery, "kill-every", 0, "SIGKILL the job's process every D and start it again on its state dir, from its latest checkpoint (0: never)")
 	fs.StringVar(&f.csv, "csv", "", "write the samples to this file as CSV (columns: go doc ./bench/soak)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as one JSON object")
-	fs.StringVar(&f.plot, "plot", "", "at the end, draw the samples to this file: RSS and Go heap live in MB, the latest checkpoint's duration in ms, "+
+	fs.StringVar(&f.plot, "plot", "", "at the end, draw the samples to this file: RSS, Go heap live and state mapped outside the heap in MB, the latest checkpoint's duration in ms, "+
 		"a line at each kill, and the marks of --warmup, --max-rss-growth and --plot-duration-bound; "+
 		"FILE.svg, or FILE.png converted from the SVG by rsvg-convert, which must be on PATH")
 	fs.StringVar(&f.replot, "replot", "", "run nothing: draw --plot from this --csv file of an earlier soak (with --warmup, --max-rss-growth and --plot-duration-bound for the marks)")
