@@ -144,6 +144,15 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 			info.Skipped = append(info.Skipped, s.ID)
 		}
 		j.events.restored(info)
+		// NB: a restore reads the whole checkpoint into the heap (it is
+		// checked before any of it is used), and a collection during the
+		// restore sets the heap's goal at twice that, which the runtime
+		// then grows to and holds for minutes after the data is garbage.
+		// Collecting once the data is dropped sets the goal by the
+		// running job's heap instead. Restores are rare; the keyed state
+		// itself is off the heap (snapshot/cow), so this is cheap.
+		cp = nil
+		runtime.GC()
 	}
 	if store != nil {
 		coord := newCoordinator(j, store, p.tasks, p.workerOf, p.pool.Fail)
