@@ -20,7 +20,7 @@ type TwoPhaseSink[T any] = operator.TwoPhaseSink[T]
 // covering it completes: with checkpoints on, its output holds every record
 // exactly once across failures and restarts. Each subtask uses its own
 // sink from newSink.
-func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], opts ...Option) {
+func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	j := s.job

@@ -455,8 +455,11 @@ type edge struct {
 	keyHash  any // operator.KeyHasher[T] for Hash edges
 }
 
-// Option sets a property of an operator; every operator takes the
-// options this package returns as an Option.
+// Option sets a property of an operator with an output: a source or a
+// transformation. The options that fit every operator (Parallelism) are
+// NodeOptions, which are Options, WindowOptions and SinkOptions alike;
+// those that fit only some operators have types of their own, so that
+// giving one to an operator it does not fit does not compile.
 type Option interface{ apply(*nodeOptions) }
 
 // WindowOption sets a property of a window operator (Window): every Option,
@@ -465,11 +468,25 @@ type Option interface{ apply(*nodeOptions) }
 // compile.
 type WindowOption interface{ applyWindow(*nodeOptions) }
 
-// NodeOption is an Option that fits every operator, windows included.
+// SinkOption sets a property of a sink (Sink, SinkBatches, TxnSink): the
+// NodeOptions. An OutputOption (WithCodec) is not one: a sink has no
+// output to encode, so giving it one does not compile.
+type SinkOption interface{ applySink(*nodeOptions) }
+
+// NodeOption is an option that fits every operator: an Option, a
+// WindowOption and a SinkOption.
 type NodeOption func(*nodeOptions)
 
 func (f NodeOption) apply(o *nodeOptions)       { f(o) }
 func (f NodeOption) applyWindow(o *nodeOptions) { f(o) }
+func (f NodeOption) applySink(o *nodeOptions)   { f(o) }
+
+// OutputOption is an option about an operator's output (WithCodec): an
+// Option and a WindowOption, but not a SinkOption.
+type OutputOption func(*nodeOptions)
+
+func (f OutputOption) apply(o *nodeOptions)       { f(o) }
+func (f OutputOption) applyWindow(o *nodeOptions) { f(o) }
 
 // windowOnly is an option that only window operators take.
 type windowOnly func(*nodeOptions)
@@ -490,8 +507,9 @@ func Parallelism(p int) NodeOption {
 }
 
 // WithCodec sets the codec for an operator's output records, for types the
-// built-in codecs cannot encode or to encode them more compactly.
-func WithCodec[T any](c operator.Codec[T]) NodeOption { return func(o *nodeOptions) { o.codec = c } }
+// built-in codecs cannot encode or to encode them more compactly. Sinks,
+// which have no output, do not take it.
+func WithCodec[T any](c operator.Codec[T]) OutputOption { return func(o *nodeOptions) { o.codec = c } }
 
 // AllowedLateness keeps a window operator's windows this long after they
 // fired; late records within it update and re-fire them. Only Window takes
@@ -517,14 +535,13 @@ func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, 
 	return j.addNodeWith(name, o, ports...)
 }
 
-// addSink adds a sink node: one without output, which WithCodec does not
-// fit.
-func (j *Job) addSink(name string, opts []Option, srcs []streamSrc) *node {
-	n, o := j.addNode(name, opts, srcs)
-	if o.codec != nil {
-		j.errs = append(j.errs, &ConfigError{Field: "WithCodec", Operator: name,
-			Problem: "a sink has no output to encode (the codec of its input is its upstream operator's)"})
+// addSink adds a sink node: one without output.
+func (j *Job) addSink(name string, opts []SinkOption, srcs []streamSrc) *node {
+	var o nodeOptions
+	for _, opt := range opts {
+		opt.applySink(&o)
 	}
+	n, _ := j.addNodeWith(name, o, srcs)
 	return n
 }
 

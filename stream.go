@@ -336,7 +336,7 @@ func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedSt
 
 // Sink adds an operator that hands every record to f. An error from f fails
 // the job.
-func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
+func Sink[T any](s Stream[T], name string, f func(T) error, opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
@@ -366,7 +366,7 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
 //			return nil
 //		}
 //	})
-func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...Option) {
+func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	if open == nil {
