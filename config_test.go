@@ -168,9 +168,9 @@ func TestCrossJobStreams(t *testing.T) {
 			defer cancel()
 			for _, j := range []*ringflow.Job{ja, jb} {
 				err := j.Run(ctx)
-				if !errors.Is(err, ringflow.ErrGraph) || !strings.Contains(err.Error(), c.want) ||
+				if !errors.Is(err, ringflow.ErrForeignStream) || !strings.Contains(err.Error(), c.want) ||
 					!strings.Contains(err.Error(), `the job of "src-a"`) || !strings.Contains(err.Error(), `the job of "src-b"`) {
-					t.Fatalf("Run returned %v; want ErrGraph saying %s and naming both jobs", err, c.want)
+					t.Fatalf("Run returned %v; want ErrForeignStream saying %s and naming both jobs", err, c.want)
 				}
 			}
 		})

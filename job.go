@@ -177,25 +177,7 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // ConfigErrors returns every *ConfigError in err's tree, in order.
-func ConfigErrors(err error) []*ConfigError {
-	var out []*ConfigError
-	var walk func(error)
-	walk = func(err error) {
-		switch e := err.(type) {
-		case nil:
-		case *ConfigError:
-			out = append(out, e)
-		case interface{ Unwrap() []error }:
-			for _, x := range e.Unwrap() {
-				walk(x)
-			}
-		case interface{ Unwrap() error }:
-			walk(e.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
+func ConfigErrors(err error) []*ConfigError { return errorsOf[*ConfigError](err) }
 
 func configErrorf(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
@@ -553,11 +535,11 @@ func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*no
 	}
 	switch {
 	case name == "":
-		j.errs = append(j.errs, fmt.Errorf("operator #%d has no name", n.id))
+		j.graphErrorf(ErrOperatorName, name, "operator #%d has no name", n.id)
 	case j.names[name]:
-		j.errs = append(j.errs, fmt.Errorf("operator name %q is used twice", name))
+		j.graphErrorf(ErrOperatorName, name, "operator name %q is used twice", name)
 	case strings.ContainsAny(name, "/\x00"):
-		j.errs = append(j.errs, fmt.Errorf("operator name %q: may not contain '/' or NUL", name))
+		j.graphErrorf(ErrOperatorName, name, "operator name %q: may not contain '/' or NUL", name)
 	}
 	j.names[name] = true
 	j.byName[name] = n
@@ -595,8 +577,15 @@ func (j *Job) describe() string {
 	return "the job of " + strings.Join(names, ", ")
 }
 
+// errorf records a graph error of kind ErrBadArgument.
 func (j *Job) errorf(format string, args ...any) {
-	j.errs = append(j.errs, fmt.Errorf(format, args...))
+	j.graphErrorf(ErrBadArgument, "", format, args...)
+}
+
+// graphErrorf records a graph error of the given kind about operator op
+// ("" if it concerns no single operator), reported by Run.
+func (j *Job) graphErrorf(kind error, op, format string, args ...any) {
+	j.errs = append(j.errs, newGraphError(kind, op, format, args...))
 }
 
 // metricsOf returns the counters of subtask i of the named operator, which
@@ -614,3 +603,84 @@ func (j *Job) metricsOf(name string, i int) *operator.Metrics {
 
 // ErrGraph is wrapped by every error Run reports about the job graph.
 var ErrGraph = errors.New("ringflow: invalid job graph")
+
+// The kinds of graph error: each *GraphError wraps one of them besides
+// ErrGraph, so that errors.Is(err, ErrCycle) tells whether Run found a
+// cycle, whatever else it found.
+var (
+	// ErrOperatorName: an operator without a name, a name used twice, or
+	// one with a '/' or NUL (names key the checkpoint store).
+	ErrOperatorName = errors.New("bad operator name")
+	// ErrParallelism: an operator's parallelism is below 1, or a keyed
+	// operator's exceeds Config.MaxParallelism.
+	ErrParallelism = errors.New("bad parallelism")
+	// ErrCycle: the graph has a cycle.
+	ErrCycle = errors.New("cycle")
+	// ErrNoSink: the job has no sink, or no operators at all.
+	ErrNoSink = errors.New("no sink")
+	// ErrUnusedOutput: an operator's output feeds no other operator.
+	ErrUnusedOutput = errors.New("output goes nowhere")
+	// ErrTypeMismatch: an option's type does not match the operator's
+	// records (WithCodec for another type).
+	ErrTypeMismatch = errors.New("type mismatch")
+	// ErrNoCodec: records that must cross a ring between tasks have a
+	// type no built-in codec encodes, and no WithCodec.
+	ErrNoCodec = errors.New("no codec")
+	// ErrEventTime: an operator that needs event time has an input
+	// without it, or its inputs mix streams with and without.
+	ErrEventTime = errors.New("event time")
+	// ErrForeignStream: streams of two jobs were combined.
+	ErrForeignStream = errors.New("stream of another job")
+	// ErrBadArgument: an argument of an operator's function cannot work
+	// (a nil function, invalid windows, a key type that cannot be hashed).
+	ErrBadArgument = errors.New("bad argument")
+)
+
+// GraphError is one problem of the job graph. It wraps ErrGraph and its
+// Kind. Run reports every problem it finds at once (errors.Join):
+// errors.Is(err, ErrCycle) tells whether one is a cycle, errors.As finds
+// the first, and GraphErrors lists them all.
+type GraphError struct {
+	// Kind is one of the Err* kinds above (ErrCycle, ErrParallelism, ...).
+	Kind error
+	// Operator is the operator the problem is about; "" if there is no
+	// single one (a cycle names one of its operators in Problem).
+	Operator string
+	// Problem says what is wrong, naming the operators involved.
+	Problem string
+}
+
+func (e *GraphError) Error() string { return ErrGraph.Error() + ": " + e.Problem }
+
+func (e *GraphError) Unwrap() []error { return []error{ErrGraph, e.Kind} }
+
+func newGraphError(kind error, op, format string, args ...any) *GraphError {
+	return &GraphError{Kind: kind, Operator: op, Problem: fmt.Sprintf(format, args...)}
+}
+
+// GraphErrors returns every *GraphError in err's tree, in order.
+func GraphErrors(err error) []*GraphError { return errorsOf[*GraphError](err) }
+
+// errorsOf returns every error of type E in err's tree, depth first.
+func errorsOf[E error](err error) []E {
+	var out []E
+	var walk func(error)
+	walk = func(err error) {
+		if e, ok := err.(E); ok {
+			out = append(out, e)
+			return
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}

@@ -23,8 +23,9 @@ import (
 // *operator.Error). Every worker has exited when Run returns.
 //
 // Before it starts anything, Run reports every problem of the Config (each
-// a *ConfigError, wrapping ErrConfig) and of the graph (each wrapping
-// ErrGraph) at once, joined with errors.Join.
+// a *ConfigError, wrapping ErrConfig) and of the graph (each a
+// *GraphError, wrapping ErrGraph and its kind, such as ErrCycle) at once,
+// joined with errors.Join: errors.Is and errors.As test for each.
 //
 // With checkpoints on, a job whose state dir holds a complete checkpoint
 // resumes from it, once its state matches the checkpoint's (else a
@@ -219,7 +220,7 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	for _, c := range chains {
 		for _, e := range c.head().inputs {
 			if err := e.codecError(); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrGraph, err)
+				return nil, err
 			}
 		}
 	}
