@@ -22,9 +22,35 @@ import (
 // Config configures a job. The zero value is usable: every field has a
 // default.
 type Config struct {
-	// Workers is the number of worker threads; default: the CPUs this
-	// process may use.
+	// Workers is the number of worker threads. Default: one per CPU of
+	// CPUs, but no more than leaves the job a spare P (GOMAXPROCS - 1, at
+	// least 1) unless RaiseGOMAXPROCS is set; see RaiseGOMAXPROCS.
 	Workers int
+	// CPUs are the CPUs the worker threads are pinned to, worker i to
+	// CPUs[i % len(CPUs)]; the job's helper threads (see package sched)
+	// run on them too. Default: the process's affinity mask
+	// (sched_getaffinity: every CPU of the machine, unless taskset, a
+	// cpuset or a container narrowed it). Each must be in that mask, once.
+	// A worker busy-polls its CPU while it has work, so this is how a job
+	// leaves the other CPUs to the rest of the machine.
+	CPUs []int
+	// RaiseGOMAXPROCS lets Run raise GOMAXPROCS, for the whole process and
+	// while the job runs, to Workers + 1 when it is lower, and set it back
+	// when Run returns. Without it Run leaves GOMAXPROCS alone and the
+	// default Workers fit under it instead.
+	//
+	// Why one more than Workers: each worker holds a P (one of the Go
+	// scheduler's GOMAXPROCS slots for running Go code) as long as the job
+	// runs, polling its tasks on its locked thread. Everything else the
+	// job needs — its checkpoints' write-out and commits, the garbage
+	// collector's mark work, the runtime's timers — and the embedding
+	// program's own goroutines run on the Ps left over. With none left
+	// nothing deadlocks, but they run only when the runtime preempts a
+	// worker (after 10ms of running), stalling that worker's tasks for as
+	// long each time, and checkpoints crawl. So a job whose Workers leave
+	// no spare P (Workers >= GOMAXPROCS, as set) runs as asked, and Run
+	// logs a warning, unless this is set.
+	RaiseGOMAXPROCS bool
 	// Parallelism is the default number of subtasks per operator; default 1.
 	Parallelism int
 	// MaxParallelism is the number of key groups of keyed operators: the
@@ -190,6 +216,13 @@ func (c Config) validate() error {
 	bad := func(field, format string, args ...any) { errs = append(errs, configErrorf(field, format, args...)) }
 	if c.Workers < 0 {
 		bad("Workers", "%d: must be at least 1 (or 0 for the default)", c.Workers)
+	}
+	if len(c.CPUs) > 0 {
+		if c.NoPin {
+			bad("CPUs", "%v with NoPin: the CPUs are the ones to pin workers to; set one or the other", c.CPUs)
+		} else if err := sched.CheckCPUs(c.CPUs); err != nil {
+			bad("CPUs", "%v", err)
+		}
 	}
 	if c.Parallelism < 1 {
 		bad("Parallelism", "%d: must be at least 1 (or 0 for the default)", c.Parallelism)
