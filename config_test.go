@@ -132,6 +132,9 @@ func TestWindowOnlyOptions(t *testing.T) {
 	if len(errs) != 1 || errs[0].Operator != "win" || errs[0].Field != "LateRecords" {
 		t.Fatalf("Run returned %v; want a ConfigError for win's LateRecords", err)
 	}
+	if !errors.Is(err, ringflow.ErrTypeMismatch) || !errors.Is(err, ringflow.ErrConfig) {
+		t.Errorf("Run returned %v; want it to be ErrConfig and ErrTypeMismatch", err)
+	}
 }
 
 // TestCrossJobStreams checks that combining streams of two jobs fails both

@@ -14,6 +14,22 @@ import (
 	"github.com/ringflow/ringflow"
 )
 
+// testProcs is the least GOMAXPROCS the package's tests run under: a P
+// for each of the (at most 2) workers their jobs ask for, and the spare
+// one. With fewer, when a test's checkpoints complete and how much
+// backpressure it sees depend on when the runtime preempts a worker (see
+// Config.RaiseGOMAXPROCS); the tests of a job without a spare P set
+// GOMAXPROCS themselves.
+const testProcs = 3
+
+// raiseTestProcs raises GOMAXPROCS to testProcs if it is lower. Called
+// before any test runs.
+func raiseTestProcs() {
+	if runtime.GOMAXPROCS(0) < testProcs {
+		runtime.GOMAXPROCS(testProcs)
+	}
+}
+
 // withGOMAXPROCS sets GOMAXPROCS to n for the rest of the test.
 func withGOMAXPROCS(t *testing.T, n int) {
 	prev := runtime.GOMAXPROCS(n)

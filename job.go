@@ -191,6 +191,10 @@ type ConfigError struct {
 	Operator string
 	// Problem says what is wrong and what would be right.
 	Problem string
+	// Kind, when set, is the kind of graph error the problem also is
+	// (ErrTypeMismatch for LateRecords of the wrong type), so that
+	// errors.Is finds it by kind as it finds a GraphError's.
+	Kind error
 }
 
 func (e *ConfigError) Error() string {
@@ -200,7 +204,12 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("ringflow: config %s: %s", e.Field, e.Problem)
 }
 
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+func (e *ConfigError) Unwrap() []error {
+	if e.Kind != nil {
+		return []error{ErrConfig, e.Kind}
+	}
+	return []error{ErrConfig}
+}
 
 // ConfigErrors returns every *ConfigError in err's tree, in order.
 func ConfigErrors(err error) []*ConfigError { return errorsOf[*ConfigError](err) }
@@ -654,7 +663,9 @@ var (
 	// ErrUnusedOutput: an operator's output feeds no other operator.
 	ErrUnusedOutput = errors.New("output goes nowhere")
 	// ErrTypeMismatch: an option's type does not match the operator's
-	// records (WithCodec for another type).
+	// records: WithCodec for another type (a GraphError), or LateRecords
+	// for another type than the window's input (a ConfigError of this
+	// Kind).
 	ErrTypeMismatch = errors.New("type mismatch")
 	// ErrNoCodec: records that must cross a ring between tasks have a
 	// type no built-in codec encodes, and no WithCodec.

@@ -296,7 +296,7 @@ func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windo
 	if o.late != nil {
 		f, ok := o.late.(func(T))
 		if !ok {
-			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name,
+			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name, Kind: ErrTypeMismatch,
 				Problem: fmt.Sprintf("takes a func(%s), the window's input, not a %T", reflect.TypeFor[T](), o.late)})
 		}
 		wo.Late = f
