@@ -132,6 +132,9 @@ func TestWindowOnlyOptions(t *testing.T) {
 	if len(errs) != 1 || errs[0].Operator != "win" || errs[0].Field != "LateRecords" {
 		t.Fatalf("Run returned %v; want a ConfigError for win's LateRecords", err)
 	}
+	if !errors.Is(err, ringflow.ErrTypeMismatch) || !errors.Is(err, ringflow.ErrConfig) {
+		t.Errorf("Run returned %v; want it to be ErrConfig and ErrTypeMismatch", err)
+	}
 }
 
 // TestCrossJobStreams checks that combining streams of two jobs fails both
@@ -168,27 +171,48 @@ func TestCrossJobStreams(t *testing.T) {
 			defer cancel()
 			for _, j := range []*ringflow.Job{ja, jb} {
 				err := j.Run(ctx)
-				if !errors.Is(err, ringflow.ErrGraph) || !strings.Contains(err.Error(), c.want) ||
+				if !errors.Is(err, ringflow.ErrForeignStream) || !strings.Contains(err.Error(), c.want) ||
 					!strings.Contains(err.Error(), `the job of "src-a"`) || !strings.Contains(err.Error(), `the job of "src-b"`) {
-					t.Fatalf("Run returned %v; want ErrGraph saying %s and naming both jobs", err, c.want)
+					t.Fatalf("Run returned %v; want ErrForeignStream saying %s and naming both jobs", err, c.want)
 				}
 			}
 		})
 	}
 }
 
-// TestSinkWithCodec checks that WithCodec on a sink, which has no output,
-// is refused at Run, naming the sink.
-func TestSinkWithCodec(t *testing.T) {
-	job := ringflow.NewJob(ringflow.Config{Workers: 1})
+// TestSinkOptions checks that WithCodec, which sets how an operator's
+// output is encoded, is not a SinkOption, so giving it to a sink (which has
+// no output) does not compile, while Parallelism fits sinks and every other
+// operator.
+func TestSinkOptions(t *testing.T) {
 	codec, err := operator.CodecFor[int64]()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1})), "sink",
-		func(int64) error { return nil }, ringflow.WithCodec(codec))
-	errs := ringflow.ConfigErrors(job.Run(context.Background()))
-	if len(errs) != 1 || errs[0].Operator != "sink" || errs[0].Field != "WithCodec" {
-		t.Fatalf("config errors %v; want one for sink's WithCodec", errs)
+	withCodec := any(ringflow.WithCodec(codec))
+	if _, ok := withCodec.(ringflow.SinkOption); ok {
+		t.Errorf("WithCodec is a SinkOption: Sink would take it and have no output to use it on")
 	}
+	if _, ok := withCodec.(ringflow.Option); !ok {
+		t.Errorf("WithCodec is not an Option: Map and the sources cannot take it")
+	}
+	if _, ok := withCodec.(ringflow.WindowOption); !ok {
+		t.Errorf("WithCodec is not a WindowOption: Window cannot take it")
+	}
+	par := any(ringflow.Parallelism(2))
+	for name, ok := range map[string]bool{
+		"Option":       is[ringflow.Option](par),
+		"WindowOption": is[ringflow.WindowOption](par),
+		"SinkOption":   is[ringflow.SinkOption](par),
+	} {
+		if !ok {
+			t.Errorf("Parallelism is not a %s", name)
+		}
+	}
+}
+
+// is reports whether v implements I.
+func is[I any](v any) bool {
+	_, ok := v.(I)
+	return ok
 }

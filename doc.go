@@ -4,10 +4,21 @@
 // A job is a graph of typed streams built with functions (Go methods cannot
 // take type parameters): Source, Map, Filter, FlatMap, KeyBy, Union,
 // Rebalance, Reduce, Aggregate, MapWithState, Process, Window, WindowJoin,
-// Sink and TxnSink. Run checks the graph, lays it out as tasks — forward edges of
-// equal parallelism chained into one task, every other edge one
-// single-producer ring per pair of subtasks — and runs the tasks on
-// worker threads pinned to the process's CPUs (package sched).
+// Sink and TxnSink (FileSink, FileSinkOf and FileSinkEncoded with JSONLines
+// write files transactionally). Options that fit only some operators have
+// types of their own (Option, WindowOption, SinkOption), so giving one to
+// an operator it does not fit does not compile. Run checks the graph, lays
+// it out as tasks — forward edges of equal parallelism chained into one
+// task, every other edge one single-producer ring per pair of subtasks —
+// and runs the tasks on worker threads pinned to the process's CPUs
+// (package sched).
+//
+// A job keeps to what its Config gives it on the host: its workers pin to
+// Config.CPUs (default: the process's affinity mask), one per CPU but one
+// P of GOMAXPROCS left spare for checkpoints, the garbage collector and
+// the rest of the program; Run changes GOMAXPROCS only if
+// Config.RaiseGOMAXPROCS lets it. ringflow runs on Linux only: elsewhere it
+// fails to build, with the error "undefined: ringflow_runs_on_Linux_only".
 //
 // With Config.Checkpoint.Interval set, Run takes asynchronous barrier
 // snapshots in the manner of Apache Flink: barriers flow in-band through

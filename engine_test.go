@@ -631,44 +631,45 @@ func TestGraphErrors(t *testing.T) {
 		name  string
 		build func(j *ringflow.Job)
 		want  string
+		kind  error
 	}{
 		{"no sink", func(j *ringflow.Job) {
 			ringflow.Map(ringflow.Source(j, "src", ringflow.FromSlice([]int64{1})), "m", func(v int64) int64 { return v })
-		}, `operator "m": its output goes nowhere`},
+		}, `operator "m": its output goes nowhere`, ringflow.ErrUnusedOutput},
 		{"parallelism", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "src", ringflow.FromSlice([]int64{1}), ringflow.Parallelism(-2))
 			ringflow.Sink(s, "sink", func(int64) error { return nil })
-		}, `operator "src": parallelism -2`},
+		}, `operator "src": parallelism -2`, ringflow.ErrParallelism},
 		{"no codec", func(j *ringflow.Job) {
 			s := ringflow.Map(ringflow.Source(j, "src", ringflow.FromSlice([]int64{1})), "ptr",
 				func(v int64) ptrRec { return ptrRec{} })
 			ringflow.Sink(ringflow.Rebalance(s), "sink", func(ptrRec) error { return nil }, ringflow.Parallelism(2))
-		}, `operator "ptr": its output of type ringflow_test.ptrRec cannot cross to "sink"`},
+		}, `operator "ptr": its output of type ringflow_test.ptrRec cannot cross to "sink"`, ringflow.ErrNoCodec},
 		{"duplicate name", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "x", ringflow.FromSlice([]int64{1}))
 			ringflow.Sink(s, "x", func(int64) error { return nil })
-		}, `operator name "x" is used twice`},
+		}, `operator name "x" is used twice`, ringflow.ErrOperatorName},
 		{"window without event time", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "src", ringflow.FromSlice([]event{{}}))
 			w := ringflow.Window(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "w",
 				ringflow.TumblingWindows(time.Second), valueSum{})
 			ringflow.Sink(w, "sink", func(ringflow.WindowResult[uint64, int64]) error { return nil })
-		}, `window "w": its input has no event time`},
+		}, `window "w": its input has no event time`, ringflow.ErrEventTime},
 		{"keyed parallelism above max", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "src", ringflow.FromSlice([]event{{}}))
 			r := ringflow.Reduce(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "r",
 				func(a, b event) event { return a }, ringflow.Parallelism(200))
 			ringflow.Sink(r, "sink", func(event) error { return nil })
-		}, `operator "r": parallelism 200 exceeds the max parallelism 128`},
-		{"empty", func(j *ringflow.Job) {}, "no operators"},
+		}, `operator "r": parallelism 200 exceeds the max parallelism 128`, ringflow.ErrParallelism},
+		{"empty", func(j *ringflow.Job) {}, "no operators", ringflow.ErrNoSink},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			j := ringflow.NewJob(ringflow.Config{Workers: 1})
 			c.build(j)
 			err := j.Run(context.Background())
-			if !errors.Is(err, ringflow.ErrGraph) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("Run returned %v, want ErrGraph mentioning %s", err, c.want)
+			if !errors.Is(err, ringflow.ErrGraph) || !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Run returned %v, want ErrGraph of kind %v mentioning %s", err, c.kind, c.want)
 			}
 		})
 	}

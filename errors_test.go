@@ -168,3 +168,82 @@ func TestRestartLogsStack(t *testing.T) {
 	}
 	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
 }
+
+// TestGraphErrorKinds checks that Run reports every problem of a graph at
+// once, each a *GraphError whose kind errors.Is finds and which names its
+// operator, and that errors.Is finds no kind that is not there.
+func TestGraphErrorKinds(t *testing.T) {
+	job := ringflow.NewJob(ringflow.Config{Workers: 1})
+	codec, err := operator.CodecFor[int64]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := ringflow.Source(job, "src", ringflow.FromSlice([]event{{Key: 1}}))
+	// WithCodec for int64 on an operator whose output is a string.
+	str := ringflow.Map(src, "str", func(e event) string { return "x" }, ringflow.WithCodec(codec))
+	ringflow.Sink(str, "sink", func(string) error { return nil })
+	// An output that goes nowhere, with a parallelism of 0.
+	ringflow.Map(src, "orphan", func(e event) event { return e }, ringflow.Parallelism(0))
+	// A window over a stream without event time.
+	w := ringflow.Window(ringflow.KeyBy(src, func(e event) uint64 { return e.Key }), "win",
+		ringflow.TumblingWindows(time.Second), valueSum{})
+	// A name used twice.
+	ringflow.Sink(w, "sink", func(ringflow.WindowResult[uint64, int64]) error { return nil })
+
+	err = job.Run(context.Background())
+	want := map[error]string{
+		ringflow.ErrTypeMismatch: "str",
+		ringflow.ErrUnusedOutput: "orphan",
+		ringflow.ErrParallelism:  "orphan",
+		ringflow.ErrEventTime:    "win",
+		ringflow.ErrOperatorName: "sink",
+	}
+	for kind, op := range want {
+		if !errors.Is(err, kind) {
+			t.Errorf("errors.Is(err, %v) is false; Run returned %v", kind, err)
+		}
+		found := false
+		for _, ge := range ringflow.GraphErrors(err) {
+			if ge.Kind == kind && ge.Operator == op {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no GraphError of kind %v names operator %q", kind, op)
+		}
+	}
+	for _, absent := range []error{ringflow.ErrCycle, ringflow.ErrNoSink, ringflow.ErrNoCodec, ringflow.ErrForeignStream,
+		ringflow.ErrConfig} {
+		if errors.Is(err, absent) {
+			t.Errorf("errors.Is(err, %v) is true; Run returned %v", absent, err)
+		}
+	}
+	if n := len(ringflow.GraphErrors(err)); n != len(want) {
+		t.Errorf("%d graph errors, want %d: %v", n, len(want), err)
+	}
+	var ge *ringflow.GraphError
+	if !errors.As(err, &ge) || !errors.Is(ge, ringflow.ErrGraph) ||
+		!strings.HasPrefix(ge.Error(), "ringflow: invalid job graph: operator") {
+		t.Errorf("errors.As found %v; want a GraphError wrapping ErrGraph whose message names its operator", ge)
+	}
+}
+
+// TestGraphAndConfigErrorsJoined checks that problems of the Config and of
+// the graph come back together, each testable on its own.
+func TestGraphAndConfigErrorsJoined(t *testing.T) {
+	job := ringflow.NewJob(ringflow.Config{Workers: -1, BatchSize: -1})
+	src := ringflow.Source(job, "src", ringflow.FromSlice([]int64{1}))
+	ringflow.Map(src, "unused", func(v int64) int64 { return v })
+	err := job.Run(context.Background())
+	var fields []string
+	for _, ce := range ringflow.ConfigErrors(err) {
+		fields = append(fields, ce.Field)
+	}
+	if !slices.Equal(fields, []string{"Workers", "BatchSize"}) {
+		t.Errorf("config errors for %v, want Workers and BatchSize: %v", fields, err)
+	}
+	if !errors.Is(err, ringflow.ErrConfig) || !errors.Is(err, ringflow.ErrNoSink) ||
+		!errors.Is(err, ringflow.ErrUnusedOutput) {
+		t.Errorf("Run returned %v; want ErrConfig, ErrNoSink and ErrUnusedOutput in it", err)
+	}
+}

@@ -2,6 +2,8 @@ package ringflow
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,7 +22,7 @@ type TwoPhaseSink[T any] = operator.TwoPhaseSink[T]
 // covering it completes: with checkpoints on, its output holds every record
 // exactly once across failures and restarts. Each subtask uses its own
 // sink from newSink.
-func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], opts ...Option) {
+func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	j := s.job
@@ -43,7 +45,8 @@ type ownedSink interface{ setOwner(func() identity) }
 // the files dir/part-<subtask>-<n> of completed checkpoints.
 func FileSink(dir string) func() TwoPhaseSink[string] { return FileSinkWith(dir, FileSinkOptions{}) }
 
-// FileSinkOptions configure FileSinkWith and FileSinkOfWith.
+// FileSinkOptions configure FileSinkWith, FileSinkOfWith and
+// FileSinkEncoded.
 type FileSinkOptions struct {
 	// Fresh deletes the output of another job or run found in the
 	// directory (its part files and pending transactions) and takes the
@@ -70,7 +73,38 @@ func FileSinkOf[T any](dir string, format func(b []byte, r T) []byte) func() Two
 
 // FileSinkOfWith is FileSinkOf with options.
 func FileSinkOfWith[T any](dir string, opts FileSinkOptions, format func(b []byte, r T) []byte) func() TwoPhaseSink[T] {
-	return func() TwoPhaseSink[T] { return &fileSink[T]{dir: dir, fresh: opts.Fresh, format: format} }
+	if format == nil {
+		return FileSinkEncoded[T](dir, opts, nil)
+	}
+	return FileSinkEncoded(dir, opts, func(b []byte, r T) ([]byte, error) { return format(b, r), nil })
+}
+
+// LineEncoder appends the encoding of record r, one line without its
+// newline, to b and returns the result; an error fails the job. The line
+// must not hold a newline (it would read back as two records): a file
+// sink fails the job on one, naming the sink.
+type LineEncoder[T any] func(b []byte, r T) ([]byte, error)
+
+// JSONLines returns a LineEncoder that writes each record as one line of
+// JSON, as encoding/json's Marshal encodes it (JSON Lines: Marshal escapes
+// every newline inside a value). ReadFileSinkJSON reads such a sink's
+// committed output back.
+func JSONLines[T any]() LineEncoder[T] {
+	return func(b []byte, r T) ([]byte, error) {
+		j, err := json.Marshal(r)
+		if err != nil {
+			return b, err
+		}
+		return append(b, j...), nil
+	}
+}
+
+// FileSinkEncoded is FileSink for records of any type, each written as
+// the line enc makes of it (JSONLines, or an encoder of its own); the
+// commit protocol is FileSink's. An encoder's error fails the job, naming
+// the sink's directory.
+func FileSinkEncoded[T any](dir string, opts FileSinkOptions, enc LineEncoder[T]) func() TwoPhaseSink[T] {
+	return func() TwoPhaseSink[T] { return &fileSink[T]{dir: dir, fresh: opts.Fresh, encode: enc} }
 }
 
 // ownerFile is the file in a FileSink directory that names its owner.
@@ -80,8 +114,8 @@ type fileSink[T any] struct {
 	dir      string
 	fresh    bool
 	owner    func() identity // nil outside a job
-	format   func([]byte, T) []byte
-	line     []byte // format's buffer, reused
+	encode   LineEncoder[T]
+	line     []byte // encode's buffer, reused
 	sub, par int
 	seq      uint64 // number of the next part file
 	f        *os.File
@@ -95,6 +129,9 @@ func (s *fileSink[T]) setOwner(f func() identity) { s.owner = f }
 
 func (s *fileSink[T]) Open(subtask, parallelism int) error {
 	s.sub, s.par = subtask, parallelism
+	if s.encode == nil {
+		return fmt.Errorf("file sink %s: the record encoder is nil", s.dir)
+	}
 	if err := os.MkdirAll(s.pendingDir(), 0o755); err != nil {
 		return err
 	}
@@ -236,8 +273,16 @@ func (s *fileSink[T]) Write(r T) error {
 		}
 		s.f, s.w = f, bufio.NewWriterSize(f, 64<<10)
 	}
-	s.line = append(s.format(s.line[:0], r), '\n')
-	_, err := s.w.Write(s.line)
+	line, err := s.encode(s.line[:0], r)
+	if err != nil {
+		return fmt.Errorf("file sink %s: encode a %T: %w", s.dir, r, err)
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		return fmt.Errorf("file sink %s: the line of a %T holds a newline at byte %d (%.40q): it would read back as two records",
+			s.dir, r, i, line)
+	}
+	s.line = append(line, '\n')
+	_, err = s.w.Write(s.line)
 	return err
 }
 
@@ -294,27 +339,57 @@ func (s *fileSink[T]) Close() error {
 	return nil
 }
 
-// ReadFileSink returns the lines of every committed part file of a
-// FileSink directory, in no particular order: the sink's committed output.
-func ReadFileSink(dir string) ([]string, error) {
+// ReadFileSinkJSON returns the records of every committed part file of a
+// file sink directory written with JSONLines, in no particular order: the
+// sink's committed output. A line that is not JSON for a T is an error
+// naming its file and line.
+func ReadFileSinkJSON[T any](dir string) ([]T, error) {
+	var out []T
+	err := readParts(dir, func(part string, n int, line []byte) error {
+		var r T
+		if err := json.Unmarshal(line, &r); err != nil {
+			return fmt.Errorf("file sink %s: %s line %d: %w", dir, part, n, err)
+		}
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// readParts calls f with every non-empty line of every committed part
+// file of dir, with the part's name and the line's number (from 1).
+func readParts(dir string, f func(part string, n int, line []byte) error) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var lines []string
 	for _, e := range entries {
 		if _, _, ok := FileSinkPart(e.Name()); !ok || e.IsDir() {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if l != "" {
-				lines = append(lines, l)
+		for n, l := range bytes.Split(b, []byte{'\n'}) {
+			if len(l) == 0 {
+				continue
+			}
+			if err := f(e.Name(), n+1, l); err != nil {
+				return err
 			}
 		}
 	}
-	return lines, nil
+	return nil
+}
+
+// ReadFileSink returns the lines of every committed part file of a
+// FileSink directory, in no particular order: the sink's committed output.
+func ReadFileSink(dir string) ([]string, error) {
+	var lines []string
+	err := readParts(dir, func(_ string, _ int, line []byte) error {
+		lines = append(lines, string(line))
+		return nil
+	})
+	return lines, err
 }

@@ -1,9 +1,14 @@
 package ringflow
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +60,50 @@ func TestFileSinkOf(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("committed %d lines, want %d: %.5q…", len(got), len(want), got)
+	}
+}
+
+// TestFileSinkEncoderErrors checks that what an encoder cannot write fails
+// the write with an error naming the sink's directory and the record's
+// type: the encoder's own error, and a line holding a newline, which
+// would read back as two records; and that a nil encoder fails Open.
+func TestFileSinkEncoderErrors(t *testing.T) {
+	dir := t.TempDir()
+	s := FileSinkEncoded(dir, FileSinkOptions{}, JSONLines[map[string]any]())()
+	if err := s.Open(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Write(map[string]any{"ch": make(chan int)})
+	var unsupported *json.UnsupportedTypeError
+	if !errors.As(err, &unsupported) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "map[string]interface {}") {
+		t.Errorf("writing a channel as JSON returned %v; want json's UnsupportedTypeError naming %s and the record's type", err, dir)
+	}
+	s.Close()
+
+	multi := FileSinkEncoded(dir, FileSinkOptions{}, func(b []byte, r string) ([]byte, error) { return append(b, r...), nil })()
+	if err := multi.Open(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := multi.Write("one\ntwo"); err == nil || !strings.Contains(err.Error(), "newline at byte 3") {
+		t.Errorf("writing a line with a newline returned %v; want an error saying where the newline is", err)
+	}
+	multi.Close()
+
+	if err := FileSinkEncoded[string](dir, FileSinkOptions{}, nil)().Open(0, 1); err == nil || !strings.Contains(err.Error(), "encoder is nil") {
+		t.Errorf("Open with a nil encoder returned %v; want an error saying so", err)
+	}
+}
+
+// TestReadFileSinkJSONNamesBadLine checks that a committed line that is
+// not JSON for the record type is an error naming its part file and line.
+func TestReadFileSinkJSONNamesBadLine(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "part-0-0"), []byte("{\"A\":1}\n{\"A\":\"x\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type rec struct{ A int }
+	_, err := ReadFileSinkJSON[rec](dir)
+	if err == nil || !strings.Contains(err.Error(), "part-0-0 line 2") {
+		t.Errorf("ReadFileSinkJSON returned %v; want an error naming part-0-0 line 2", err)
 	}
 }

@@ -22,9 +22,35 @@ import (
 // Config configures a job. The zero value is usable: every field has a
 // default.
 type Config struct {
-	// Workers is the number of worker threads; default: the CPUs this
-	// process may use.
+	// Workers is the number of worker threads. Default: one per CPU of
+	// CPUs, but no more than leaves the job a spare P (GOMAXPROCS - 1, at
+	// least 1) unless RaiseGOMAXPROCS is set; see RaiseGOMAXPROCS.
 	Workers int
+	// CPUs are the CPUs the worker threads are pinned to, worker i to
+	// CPUs[i % len(CPUs)]; the job's helper threads (see package sched)
+	// run on them too. Default: the process's affinity mask
+	// (sched_getaffinity: every CPU of the machine, unless taskset, a
+	// cpuset or a container narrowed it). Each must be in that mask, once.
+	// A worker busy-polls its CPU while it has work, so this is how a job
+	// leaves the other CPUs to the rest of the machine.
+	CPUs []int
+	// RaiseGOMAXPROCS lets Run raise GOMAXPROCS, for the whole process and
+	// while the job runs, to Workers + 1 when it is lower, and set it back
+	// when Run returns. Without it Run leaves GOMAXPROCS alone and the
+	// default Workers fit under it instead.
+	//
+	// Why one more than Workers: each worker holds a P (one of the Go
+	// scheduler's GOMAXPROCS slots for running Go code) as long as the job
+	// runs, polling its tasks on its locked thread. Everything else the
+	// job needs — its checkpoints' write-out and commits, the garbage
+	// collector's mark work, the runtime's timers — and the embedding
+	// program's own goroutines run on the Ps left over. With none left
+	// nothing deadlocks, but they run only when the runtime preempts a
+	// worker (after 10ms of running), stalling that worker's tasks for as
+	// long each time, and checkpoints crawl. So a job whose Workers leave
+	// no spare P (Workers >= GOMAXPROCS, as set) runs as asked, and Run
+	// logs a warning, unless this is set.
+	RaiseGOMAXPROCS bool
 	// Parallelism is the default number of subtasks per operator; default 1.
 	Parallelism int
 	// MaxParallelism is the number of key groups of keyed operators: the
@@ -165,6 +191,10 @@ type ConfigError struct {
 	Operator string
 	// Problem says what is wrong and what would be right.
 	Problem string
+	// Kind, when set, is the kind of graph error the problem also is
+	// (ErrTypeMismatch for LateRecords of the wrong type), so that
+	// errors.Is finds it by kind as it finds a GraphError's.
+	Kind error
 }
 
 func (e *ConfigError) Error() string {
@@ -174,28 +204,15 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("ringflow: config %s: %s", e.Field, e.Problem)
 }
 
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+func (e *ConfigError) Unwrap() []error {
+	if e.Kind != nil {
+		return []error{ErrConfig, e.Kind}
+	}
+	return []error{ErrConfig}
+}
 
 // ConfigErrors returns every *ConfigError in err's tree, in order.
-func ConfigErrors(err error) []*ConfigError {
-	var out []*ConfigError
-	var walk func(error)
-	walk = func(err error) {
-		switch e := err.(type) {
-		case nil:
-		case *ConfigError:
-			out = append(out, e)
-		case interface{ Unwrap() []error }:
-			for _, x := range e.Unwrap() {
-				walk(x)
-			}
-		case interface{ Unwrap() error }:
-			walk(e.Unwrap())
-		}
-	}
-	walk(err)
-	return out
-}
+func ConfigErrors(err error) []*ConfigError { return errorsOf[*ConfigError](err) }
 
 func configErrorf(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
@@ -208,6 +225,13 @@ func (c Config) validate() error {
 	bad := func(field, format string, args ...any) { errs = append(errs, configErrorf(field, format, args...)) }
 	if c.Workers < 0 {
 		bad("Workers", "%d: must be at least 1 (or 0 for the default)", c.Workers)
+	}
+	if len(c.CPUs) > 0 {
+		if c.NoPin {
+			bad("CPUs", "%v with NoPin: the CPUs are the ones to pin workers to; set one or the other", c.CPUs)
+		} else if err := sched.CheckCPUs(c.CPUs); err != nil {
+			bad("CPUs", "%v", err)
+		}
 	}
 	if c.Parallelism < 1 {
 		bad("Parallelism", "%d: must be at least 1 (or 0 for the default)", c.Parallelism)
@@ -455,8 +479,11 @@ type edge struct {
 	keyHash  any // operator.KeyHasher[T] for Hash edges
 }
 
-// Option sets a property of an operator; every operator takes the
-// options this package returns as an Option.
+// Option sets a property of an operator with an output: a source or a
+// transformation. The options that fit every operator (Parallelism) are
+// NodeOptions, which are Options, WindowOptions and SinkOptions alike;
+// those that fit only some operators have types of their own, so that
+// giving one to an operator it does not fit does not compile.
 type Option interface{ apply(*nodeOptions) }
 
 // WindowOption sets a property of a window operator (Window): every Option,
@@ -465,11 +492,25 @@ type Option interface{ apply(*nodeOptions) }
 // compile.
 type WindowOption interface{ applyWindow(*nodeOptions) }
 
-// NodeOption is an Option that fits every operator, windows included.
+// SinkOption sets a property of a sink (Sink, SinkBatches, TxnSink): the
+// NodeOptions. An OutputOption (WithCodec) is not one: a sink has no
+// output to encode, so giving it one does not compile.
+type SinkOption interface{ applySink(*nodeOptions) }
+
+// NodeOption is an option that fits every operator: an Option, a
+// WindowOption and a SinkOption.
 type NodeOption func(*nodeOptions)
 
 func (f NodeOption) apply(o *nodeOptions)       { f(o) }
 func (f NodeOption) applyWindow(o *nodeOptions) { f(o) }
+func (f NodeOption) applySink(o *nodeOptions)   { f(o) }
+
+// OutputOption is an option about an operator's output (WithCodec): an
+// Option and a WindowOption, but not a SinkOption.
+type OutputOption func(*nodeOptions)
+
+func (f OutputOption) apply(o *nodeOptions)       { f(o) }
+func (f OutputOption) applyWindow(o *nodeOptions) { f(o) }
 
 // windowOnly is an option that only window operators take.
 type windowOnly func(*nodeOptions)
@@ -490,8 +531,9 @@ func Parallelism(p int) NodeOption {
 }
 
 // WithCodec sets the codec for an operator's output records, for types the
-// built-in codecs cannot encode or to encode them more compactly.
-func WithCodec[T any](c operator.Codec[T]) NodeOption { return func(o *nodeOptions) { o.codec = c } }
+// built-in codecs cannot encode or to encode them more compactly. Sinks,
+// which have no output, do not take it.
+func WithCodec[T any](c operator.Codec[T]) OutputOption { return func(o *nodeOptions) { o.codec = c } }
 
 // AllowedLateness keeps a window operator's windows this long after they
 // fired; late records within it update and re-fire them. Only Window takes
@@ -517,14 +559,13 @@ func (j *Job) addNode(name string, opts []Option, ports ...[]streamSrc) (*node, 
 	return j.addNodeWith(name, o, ports...)
 }
 
-// addSink adds a sink node: one without output, which WithCodec does not
-// fit.
-func (j *Job) addSink(name string, opts []Option, srcs []streamSrc) *node {
-	n, o := j.addNode(name, opts, srcs)
-	if o.codec != nil {
-		j.errs = append(j.errs, &ConfigError{Field: "WithCodec", Operator: name,
-			Problem: "a sink has no output to encode (the codec of its input is its upstream operator's)"})
+// addSink adds a sink node: one without output.
+func (j *Job) addSink(name string, opts []SinkOption, srcs []streamSrc) *node {
+	var o nodeOptions
+	for _, opt := range opts {
+		opt.applySink(&o)
 	}
+	n, _ := j.addNodeWith(name, o, srcs)
 	return n
 }
 
@@ -536,11 +577,11 @@ func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*no
 	}
 	switch {
 	case name == "":
-		j.errs = append(j.errs, fmt.Errorf("operator #%d has no name", n.id))
+		j.graphErrorf(ErrOperatorName, name, "operator #%d has no name", n.id)
 	case j.names[name]:
-		j.errs = append(j.errs, fmt.Errorf("operator name %q is used twice", name))
+		j.graphErrorf(ErrOperatorName, name, "operator name %q is used twice", name)
 	case strings.ContainsAny(name, "/\x00"):
-		j.errs = append(j.errs, fmt.Errorf("operator name %q: may not contain '/' or NUL", name))
+		j.graphErrorf(ErrOperatorName, name, "operator name %q: may not contain '/' or NUL", name)
 	}
 	j.names[name] = true
 	j.byName[name] = n
@@ -578,8 +619,15 @@ func (j *Job) describe() string {
 	return "the job of " + strings.Join(names, ", ")
 }
 
+// errorf records a graph error of kind ErrBadArgument.
 func (j *Job) errorf(format string, args ...any) {
-	j.errs = append(j.errs, fmt.Errorf(format, args...))
+	j.graphErrorf(ErrBadArgument, "", format, args...)
+}
+
+// graphErrorf records a graph error of the given kind about operator op
+// ("" if it concerns no single operator), reported by Run.
+func (j *Job) graphErrorf(kind error, op, format string, args ...any) {
+	j.errs = append(j.errs, newGraphError(kind, op, format, args...))
 }
 
 // metricsOf returns the counters of subtask i of the named operator, which
@@ -597,3 +645,86 @@ func (j *Job) metricsOf(name string, i int) *operator.Metrics {
 
 // ErrGraph is wrapped by every error Run reports about the job graph.
 var ErrGraph = errors.New("ringflow: invalid job graph")
+
+// The kinds of graph error: each *GraphError wraps one of them besides
+// ErrGraph, so that errors.Is(err, ErrCycle) tells whether Run found a
+// cycle, whatever else it found.
+var (
+	// ErrOperatorName: an operator without a name, a name used twice, or
+	// one with a '/' or NUL (names key the checkpoint store).
+	ErrOperatorName = errors.New("bad operator name")
+	// ErrParallelism: an operator's parallelism is below 1, or a keyed
+	// operator's exceeds Config.MaxParallelism.
+	ErrParallelism = errors.New("bad parallelism")
+	// ErrCycle: the graph has a cycle.
+	ErrCycle = errors.New("cycle")
+	// ErrNoSink: the job has no sink, or no operators at all.
+	ErrNoSink = errors.New("no sink")
+	// ErrUnusedOutput: an operator's output feeds no other operator.
+	ErrUnusedOutput = errors.New("output goes nowhere")
+	// ErrTypeMismatch: an option's type does not match the operator's
+	// records: WithCodec for another type (a GraphError), or LateRecords
+	// for another type than the window's input (a ConfigError of this
+	// Kind).
+	ErrTypeMismatch = errors.New("type mismatch")
+	// ErrNoCodec: records that must cross a ring between tasks have a
+	// type no built-in codec encodes, and no WithCodec.
+	ErrNoCodec = errors.New("no codec")
+	// ErrEventTime: an operator that needs event time has an input
+	// without it, or its inputs mix streams with and without.
+	ErrEventTime = errors.New("event time")
+	// ErrForeignStream: streams of two jobs were combined.
+	ErrForeignStream = errors.New("stream of another job")
+	// ErrBadArgument: an argument of an operator's function cannot work
+	// (a nil function, invalid windows, a key type that cannot be hashed).
+	ErrBadArgument = errors.New("bad argument")
+)
+
+// GraphError is one problem of the job graph. It wraps ErrGraph and its
+// Kind. Run reports every problem it finds at once (errors.Join):
+// errors.Is(err, ErrCycle) tells whether one is a cycle, errors.As finds
+// the first, and GraphErrors lists them all.
+type GraphError struct {
+	// Kind is one of the Err* kinds above (ErrCycle, ErrParallelism, ...).
+	Kind error
+	// Operator is the operator the problem is about; "" if there is no
+	// single one (a cycle names one of its operators in Problem).
+	Operator string
+	// Problem says what is wrong, naming the operators involved.
+	Problem string
+}
+
+func (e *GraphError) Error() string { return ErrGraph.Error() + ": " + e.Problem }
+
+func (e *GraphError) Unwrap() []error { return []error{ErrGraph, e.Kind} }
+
+func newGraphError(kind error, op, format string, args ...any) *GraphError {
+	return &GraphError{Kind: kind, Operator: op, Problem: fmt.Sprintf(format, args...)}
+}
+
+// GraphErrors returns every *GraphError in err's tree, in order.
+func GraphErrors(err error) []*GraphError { return errorsOf[*GraphError](err) }
+
+// errorsOf returns every error of type E in err's tree, depth first.
+func errorsOf[E error](err error) []E {
+	var out []E
+	var walk func(error)
+	walk = func(err error) {
+		if e, ok := err.(E); ok {
+			out = append(out, e)
+			return
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	raiseTestProcs()
 	os.Exit(m.Run())
 }
 

@@ -103,7 +103,7 @@ func TestCheckpointListeners(t *testing.T) {
 		func() ProcessFunc[uint64, uint64, string] { return &listeningProcess{notes: procNotes} }, Parallelism(1))
 	out := filepath.Join(dir, "out")
 	TxnSink(sums, "out", func() TwoPhaseSink[string] {
-		return &listeningSink{fileSink: &fileSink[string]{dir: out, format: appendString}, notes: sinkNotes}
+		return &listeningSink{fileSink: FileSink(out)().(*fileSink[string]), notes: sinkNotes}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

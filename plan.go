@@ -27,27 +27,28 @@ func (j *Job) validate() error {
 	sinks := 0
 	for _, n := range j.nodes {
 		if n.parallelism < 1 {
-			errs = append(errs, fmt.Errorf("operator %q: parallelism %d: must be at least 1 (without the option it is Config.Parallelism)",
+			errs = append(errs, newGraphError(ErrParallelism, n.name,
+				"operator %q: parallelism %d: must be at least 1 (without the option it is Config.Parallelism)",
 				n.name, n.parallelism))
 		}
 		if n.keyed && n.parallelism > j.cfg.MaxParallelism {
-			errs = append(errs, fmt.Errorf("operator %q: parallelism %d exceeds the max parallelism %d",
+			errs = append(errs, newGraphError(ErrParallelism, n.name, "operator %q: parallelism %d exceeds the max parallelism %d",
 				n.name, n.parallelism, j.cfg.MaxParallelism))
 		}
 		if n.out == nil {
 			sinks++
 		} else if len(n.outputs) == 0 {
-			errs = append(errs, fmt.Errorf("operator %q: its output goes nowhere (add a Sink)", n.name))
+			errs = append(errs, newGraphError(ErrUnusedOutput, n.name, "operator %q: its output goes nowhere (add a Sink)", n.name))
 		}
 	}
 	if len(j.nodes) > 0 && sinks == 0 {
-		errs = append(errs, fmt.Errorf("the job has no sink"))
+		errs = append(errs, newGraphError(ErrNoSink, "", "the job has no sink"))
 	}
 	if len(j.nodes) == 0 {
-		errs = append(errs, fmt.Errorf("the job has no operators"))
+		errs = append(errs, newGraphError(ErrNoSink, "", "the job has no operators"))
 	}
 	if cyc := j.cycle(); cyc != "" {
-		errs = append(errs, fmt.Errorf("the graph has a cycle through operator %q", cyc))
+		errs = append(errs, newGraphError(ErrCycle, cyc, "the graph has a cycle through operator %q", cyc))
 	} else {
 		// Records cross a ring at the head of every chain.
 		for _, c := range j.chains() {
@@ -59,7 +60,7 @@ func (j *Job) validate() error {
 		}
 	}
 	for i, err := range errs {
-		if !errors.Is(err, ErrConfig) {
+		if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrGraph) {
 			errs[i] = fmt.Errorf("%w: %w", ErrGraph, err)
 		}
 	}
@@ -142,7 +143,7 @@ func (e *edge) targets(u int) []int {
 // codecError reports an edge whose records cannot cross a ring.
 func (e *edge) codecError() error {
 	if e.from.out.err != nil {
-		return fmt.Errorf("operator %q: its output of type %s cannot cross to %q: %v (use WithCodec)",
+		return newGraphError(ErrNoCodec, e.from.name, "operator %q: its output of type %s cannot cross to %q: %v (use WithCodec)",
 			e.from.name, e.from.out, e.to.name, e.from.out.err)
 	}
 	return nil

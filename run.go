@@ -23,8 +23,9 @@ import (
 // *operator.Error). Every worker has exited when Run returns.
 //
 // Before it starts anything, Run reports every problem of the Config (each
-// a *ConfigError, wrapping ErrConfig) and of the graph (each wrapping
-// ErrGraph) at once, joined with errors.Join.
+// a *ConfigError, wrapping ErrConfig) and of the graph (each a
+// *GraphError, wrapping ErrGraph and its kind, such as ErrCycle) at once,
+// joined with errors.Join: errors.Is and errors.As test for each.
 //
 // With checkpoints on, a job whose state dir holds a complete checkpoint
 // resumes from it, once its state matches the checkpoint's (else a
@@ -56,7 +57,11 @@ func (j *Job) run(ctx context.Context) error {
 	if err := errors.Join(j.cfg.validate(), j.validate()); err != nil {
 		return err
 	}
-	defer reserveP(j.cfg.Workers)()
+	restoreProcs, err := j.fitProcs()
+	if err != nil {
+		return err
+	}
+	defer restoreProcs()
 	var store *snapshot.Store
 	if ck := j.cfg.Checkpoint; ck.enabled() {
 		opts := ck.storeOptions
@@ -228,11 +233,11 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	for _, c := range chains {
 		for _, e := range c.head().inputs {
 			if err := e.codecError(); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrGraph, err)
+				return nil, err
 			}
 		}
 	}
-	opts := sched.Options{Workers: j.cfg.Workers, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest,
+	opts := sched.Options{Workers: j.cfg.Workers, CPUs: j.cfg.CPUs, NoPin: j.cfg.NoPin, NoSteal: j.cfg.NoSteal, NoRest: j.cfg.NoRest,
 		Logger: j.cfg.Logger, StallBound: j.cfg.StallBound}
 	if iv := j.cfg.Checkpoint.Interval; checkpoints && iv > 0 {
 		opts.BackgroundPatience = sched.PatienceFor(iv)
@@ -610,21 +615,48 @@ func (p *physical) inputEdgeHashed(t *operator.Task, edge int) bool {
 	return n != nil && edge < len(n.inputs) && n.inputs[edge].part == operator.Hash
 }
 
-// reserveP makes sure the Go scheduler has sched.SpareProcs Ps more than
-// the job has worker threads, for the duration of a run, and returns a
-// function that restores the setting.
-func reserveP(workers int) (restore func()) {
-	if workers == 0 {
-		cpus, err := affinity.Usable()
+// fitProcs settles the number of workers of the run (j.cfg.Workers, from
+// here on never 0) against the Go scheduler's Ps, as Config.Workers and
+// Config.RaiseGOMAXPROCS say, raising GOMAXPROCS if asked to; it returns
+// the function that sets GOMAXPROCS back.
+func (j *Job) fitProcs() (restore func(), err error) {
+	cpus := len(j.cfg.CPUs)
+	if cpus == 0 {
+		usable, err := affinity.Usable()
 		if err != nil {
-			return func() {}
+			return nil, fmt.Errorf("ringflow: %w", err)
 		}
-		workers = len(cpus)
+		cpus = len(usable)
 	}
-	prev := runtime.GOMAXPROCS(0)
-	if prev > workers {
-		return func() {}
+	procs := runtime.GOMAXPROCS(0)
+	workers, raiseTo := fitProcs(j.cfg.Workers, cpus, procs, j.cfg.RaiseGOMAXPROCS)
+	j.cfg.Workers = workers
+	if raiseTo == 0 {
+		if workers+sched.SpareProcs > procs {
+			j.cfg.Logger.Warn("ringflow: the workers leave no spare P: checkpoints, the garbage collector and the program's other goroutines take turns with them (set Config.RaiseGOMAXPROCS, or fewer Workers)",
+				"workers", workers, "GOMAXPROCS", procs)
+		}
+		return func() {}, nil
 	}
-	runtime.GOMAXPROCS(workers + sched.SpareProcs)
-	return func() { runtime.GOMAXPROCS(prev) }
+	runtime.GOMAXPROCS(raiseTo)
+	return func() { runtime.GOMAXPROCS(procs) }, nil
+}
+
+// fitProcs returns the number of workers of a run with the given Workers
+// setting (0: the default), on cpus CPUs, with procs Ps (GOMAXPROCS), and
+// the GOMAXPROCS to raise to for the run (0: leave it): see
+// Config.RaiseGOMAXPROCS.
+func fitProcs(workers, cpus, procs int, raise bool) (n, raiseTo int) {
+	n = workers
+	if n == 0 {
+		n = cpus
+		if !raise {
+			n = min(n, procs-sched.SpareProcs)
+		}
+		n = max(n, 1)
+	}
+	if raise && procs < n+sched.SpareProcs {
+		raiseTo = n + sched.SpareProcs
+	}
+	return n, raiseTo
 }

@@ -53,7 +53,7 @@ func (s Stream[T]) checkTimed(name string) bool {
 	t := s.timed()
 	for _, src := range s.srcs {
 		if src.node.timed != t {
-			s.job.errorf("operator %q: its input mixes streams with and without event time", name)
+			s.job.graphErrorf(ErrEventTime, name, "operator %q: its input mixes streams with and without event time", name)
 		}
 	}
 	return t
@@ -77,7 +77,7 @@ func Source[T any](j *Job, name string, newSrc NewSource[T], opts ...Option) Str
 // watermarks as ws says.
 func SourceWithEventTime[T any](j *Job, name string, newSrc NewSource[T], ws operator.WatermarkStrategy[T], opts ...Option) Stream[T] {
 	if ws.Timestamp == nil {
-		j.errorf("source %q: watermark strategy without a Timestamp function", name)
+		j.graphErrorf(ErrBadArgument, name, "source %q: watermark strategy without a Timestamp function", name)
 	}
 	return sourceNode(j, name, newSrc, &ws, opts)
 }
@@ -152,7 +152,8 @@ func sameJob(what string, a, b anyStream) bool {
 	if a.job == b.job {
 		return true
 	}
-	err := fmt.Errorf("%s: the stream of %s and the stream of %s belong to different jobs (%s and %s); a stream can only be combined with streams of its own job",
+	err := newGraphError(ErrForeignStream, "",
+		"%s: the stream of %s and the stream of %s belong to different jobs (%s and %s); a stream can only be combined with streams of its own job",
 		what, a.operators(), b.operators(), a.job.describe(), b.job.describe())
 	for _, j := range []*Job{a.job, b.job} {
 		if j != nil {
@@ -289,19 +290,19 @@ func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windo
 	n, o := k.job.addNodeWith(name, wopts, k.srcs)
 	n.keyed = true
 	if err := w.Validate(); err != nil {
-		k.job.errorf("window %q: %v", name, err)
+		k.job.graphErrorf(ErrBadArgument, name, "window %q: %v", name, err)
 	}
 	wo := operator.WindowOptions[T]{AllowedLateness: o.lateness}
 	if o.late != nil {
 		f, ok := o.late.(func(T))
 		if !ok {
-			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name,
+			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name, Kind: ErrTypeMismatch,
 				Problem: fmt.Sprintf("takes a func(%s), the window's input, not a %T", reflect.TypeFor[T](), o.late)})
 		}
 		wo.Late = f
 	}
 	if !k.timed() {
-		k.job.errorf("window %q: its input has no event time (use SourceWithEventTime)", name)
+		k.job.graphErrorf(ErrEventTime, name, "window %q: its input has no event time (use SourceWithEventTime)", name)
 	}
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		op := operator.NewWindowAgg(k.keys, w, agg, wo, down.(operator.Input[WindowResult[K, O]]))
@@ -322,10 +323,10 @@ func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedSt
 	n, o := j.addNode(name, opts, left.srcs, rightSrcs)
 	n.keyed = true
 	if err := w.Validate(); err != nil || w.Kind == operator.Session {
-		j.errorf("window join %q: needs tumbling or sliding windows (%v)", name, err)
+		j.graphErrorf(ErrBadArgument, name, "window join %q: needs tumbling or sliding windows (%v)", name, err)
 	}
 	if !left.timed() || !right.timed() {
-		j.errorf("window join %q: both inputs need event time", name)
+		j.graphErrorf(ErrEventTime, name, "window join %q: both inputs need event time", name)
 	}
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		op := operator.NewWindowJoin(left.keys, right.keys, w, f, down.(operator.Input[O]))
@@ -336,7 +337,7 @@ func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedSt
 
 // Sink adds an operator that hands every record to f. An error from f fails
 // the job.
-func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
+func Sink[T any](s Stream[T], name string, f func(T) error, opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
@@ -366,11 +367,11 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...Option) {
 //			return nil
 //		}
 //	})
-func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...Option) {
+func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	if open == nil {
-		s.job.errorf("operator %q: SinkBatches: open is nil", name)
+		s.job.graphErrorf(ErrBadArgument, name, "operator %q: SinkBatches: open is nil", name)
 	}
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		op := operator.NewBatchSink(open)
@@ -407,7 +408,7 @@ func typeOf[T any](j *Job, n *node, custom any) *typeInfo {
 	case operator.Codec[T]:
 		codec = c
 	default:
-		j.errorf("operator %q: WithCodec got a codec for %T, but the output is %s", n.name, c, ti.name)
+		j.graphErrorf(ErrTypeMismatch, n.name, "operator %q: WithCodec got a codec for %T, but the output is %s", n.name, c, ti.name)
 	}
 	ti.codec = codec
 	ti.gate = func(opts operator.GateOptions, edges []operator.EdgeOut) (any, *gateOps, error) {

@@ -1,11 +1,11 @@
 // Package sched runs tasks on a fixed set of worker threads.
 //
 // Each worker is a goroutine locked to its OS thread and pinned, with
-// sched_setaffinity, to one CPU of the process's affinity mask (worker i to
-// the i-th usable CPU, round robin). Tasks are assigned to workers when the
-// pool starts; a worker visits its tasks in turn; each visit is one call to
-// Task.Step, which does a bounded amount of work and says whether it made
-// progress. A task is expected to run only when it can: an input has a
+// sched_setaffinity, to one CPU of Options.CPUs, by default the process's
+// affinity mask (worker i to the i-th CPU, round robin). Tasks are
+// assigned to workers when the pool starts; a worker visits its tasks in
+// turn; each visit is one call to Task.Step, which does a bounded amount
+// of work and says whether it made progress. A task is expected to run only when it can: an input has a
 // frame and every output has room (availability, not blocking).
 //
 // # The policy core

@@ -195,11 +195,13 @@ const (
 
 // Threads outside the pool that work for its tasks.
 const (
-	// SpareProcs is how many Ps (GOMAXPROCS) a job keeps beyond one per
-	// worker. Each worker holds a P for as long as it runs; without a
-	// spare one, the garbage collector's mark worker, the checkpoint's
-	// writer and commit and the runtime's timers can only run by taking a
-	// worker's P, stalling its tasks for as long (a GC mark phase: tens of
+	// SpareProcs is how many Ps (GOMAXPROCS) a job wants beyond one per
+	// worker: by default it runs fewer workers to keep them, or raises
+	// GOMAXPROCS if its Config lets it (ringflow.Config.RaiseGOMAXPROCS).
+	// Each worker holds a P for as long as it runs; without a spare one,
+	// the garbage collector's mark worker, the checkpoint's writer and
+	// commit and the runtime's timers can only run by taking a worker's
+	// P, stalling its tasks for as long (a GC mark phase: tens of
 	// milliseconds with a large state). One is enough: what runs there
 	// mostly waits on the disk.
 	SpareProcs = 1

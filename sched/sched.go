@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,8 +61,13 @@ type Readier interface {
 
 // Options configure a pool.
 type Options struct {
-	// Workers is the number of worker threads; default: usable CPUs.
+	// Workers is the number of worker threads; default: one per CPU of
+	// CPUs.
 	Workers int
+	// CPUs are the CPUs the workers are pinned to, worker i to
+	// CPUs[i%len(CPUs)], and the CPUs the pool's own thread may run on;
+	// default: the process's affinity mask (see CheckCPUs).
+	CPUs []int
 	// NoPin leaves worker threads unpinned (they are still locked).
 	NoPin bool
 	// BackgroundPatience is how long background work waits for the tasks'
@@ -112,6 +118,12 @@ func New(opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(opts.CPUs) > 0 {
+		if err := checkCPUs(opts.CPUs, cpus); err != nil {
+			return nil, fmt.Errorf("sched: %w", err)
+		}
+		cpus = opts.CPUs
+	}
 	n := opts.Workers
 	if n == 0 {
 		n = len(cpus)
@@ -142,6 +154,32 @@ func New(opts Options) (*Pool, error) {
 		p.workers = append(p.workers, w)
 	}
 	return p, nil
+}
+
+// CheckCPUs reports why cpus cannot be Options.CPUs, or nil if they can:
+// each must be in the process's affinity mask (sched_getaffinity: the
+// machine's CPUs, unless taskset, a cpuset or a container narrowed them),
+// and none may appear twice.
+func CheckCPUs(cpus []int) error {
+	usable, err := affinity.Usable()
+	if err != nil {
+		return err
+	}
+	return checkCPUs(cpus, usable)
+}
+
+func checkCPUs(cpus, usable []int) error {
+	seen := map[int]bool{}
+	for _, c := range cpus {
+		if seen[c] {
+			return fmt.Errorf("CPU %d appears twice in %v", c, cpus)
+		}
+		seen[c] = true
+		if !slices.Contains(usable, c) {
+			return fmt.Errorf("CPU %d is not one this process may run on (its affinity mask is %v)", c, usable)
+		}
+	}
+	return nil
 }
 
 // Workers returns the pool's workers, for assigning tasks and wiring rings

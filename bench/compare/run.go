@@ -61,7 +61,9 @@ func Compare(ctx context.Context, cfg Config) (Report, error) {
 
 // engineConfig is the ringflow configuration of mode, with state in dir.
 func engineConfig(cfg Config, m Mode, debloat time.Duration, dir string) ringflow.Config {
-	rc := ringflow.Config{Workers: cfg.Workers, Parallelism: cfg.Parallelism, MaxParallelism: 128,
+	// NB: RaiseGOMAXPROCS: a worker per CPU and the spare P, the setting
+	// docs/perf.md's figures were measured with.
+	rc := ringflow.Config{Workers: cfg.Workers, Parallelism: cfg.Parallelism, MaxParallelism: 128, RaiseGOMAXPROCS: true,
 		RingCapacity: cfg.RingCapacity, FrameBytes: cfg.FrameBytes, Debloat: debloat}
 	if m == None {
 		return rc

@@ -210,7 +210,11 @@ func (o *nexmarkOptions) measure(q string, cfg nexmark.Config, many bool) (nexma
 	if err != nil {
 		return r, err
 	}
-	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Debloat: o.debloat, Checkpoint: ck})
+	// NB: RaiseGOMAXPROCS, as in every dfbench job: a worker per CPU and
+	// the spare P, so that figures stay comparable with those measured
+	// before the default left GOMAXPROCS alone.
+	job := ringflow.NewJob(ringflow.Config{Workers: o.workers, Parallelism: o.parallelism, Debloat: o.debloat, Checkpoint: ck,
+		RaiseGOMAXPROCS: true})
 	if err := queries.Build(job, q, cfg, out); err != nil {
 		closeOut()
 		return r, err

@@ -1,4 +1,3 @@
-// Package affinity pins the calling goroutine's OS thread to one CPU.
 package affinity
 
 import (
