@@ -13,7 +13,8 @@ import (
 // runEngine builds c's pipeline as a ringflow job and runs it.
 func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, res *Result) error {
 	job := ringflow.NewJob(ringflow.Config{Workers: c.Workers, Parallelism: c.Parallelism,
-		MaxParallelism: MaxParallelism, NoPin: c.NoPin, NoSteal: c.NoSteal, NoRest: c.NoRest, StallBound: c.StallBound, Debloat: c.Debloat, HugePages: c.HugePages, Checkpoint: c.Checkpoint, Restart: c.Restart})
+		MaxParallelism: MaxParallelism, NoPin: c.NoPin, NoSteal: c.NoSteal, NoRest: c.NoRest, StallBound: c.StallBound, Debloat: c.Debloat, HugePages: c.HugePages, Checkpoint: c.Checkpoint, Restart: c.Restart,
+		RestoreFrom: c.RestoreFrom})
 	key := func(r Record) uint64 { return r.Key }
 	windows := ringflow.TumblingWindows(windowSizeMs * time.Millisecond)
 	fail := &failInjector{after: c.FailAfter, control: c.Control}
