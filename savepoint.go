@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -431,9 +432,7 @@ type restoreSource struct {
 }
 
 // resolveRestoreFrom finds what path names (see Config.RestoreFrom).
-func resolveRestoreFrom(path string, logger interface {
-	Info(string, ...any)
-}) (*restoreSource, error) {
+func resolveRestoreFrom(path string, logger *slog.Logger) (*restoreSource, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w %s: %w", ErrRestoreFrom, path, fmt.Errorf(format, args...))
 	}
