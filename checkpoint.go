@@ -55,6 +55,10 @@ type CheckpointConfig struct {
 	// Unaligned makes every checkpoint unaligned from the start (Flink's
 	// aligned-checkpoint-timeout of 0).
 	Unaligned bool
+	// SavepointDir is where Job.Savepoint and Job.StopWithSavepoint write
+	// savepoints, each into a new directory of its own in it (Flink's
+	// state.savepoints.dir).
+	SavepointDir string
 	// store options for tests (fault injection).
 	storeOptions snapshot.Options
 }
@@ -114,6 +118,10 @@ func (c *CheckpointConfig) validate() []error {
 		bad("Interval", "%v: must not be negative (0 turns checkpoints off)", c.Interval)
 	}
 	if !c.enabled() {
+		if c.SavepointDir != "" {
+			bad("SavepointDir", "%q without an Interval: a savepoint is taken as a checkpoint (set Checkpoint.Interval and StateDir)",
+				c.SavepointDir)
+		}
 		if c.StateDir != "" {
 			bad("StateDir", "%q without an Interval: the job would take no checkpoints and never use the directory (set Checkpoint.Interval)",
 				c.StateDir)

@@ -30,6 +30,11 @@ type CheckpointStats struct {
 	// or the job stopped).
 	Status string
 	Final  bool // taken at the end of input
+	// Stop says the checkpoint stopped the job (Job.Stop,
+	// Job.StopWithSavepoint, Config.StopOnCancel); Savepoint that it was
+	// taken for a savepoint (Job.Savepoint, Job.StopWithSavepoint). Both
+	// are aligned whatever the settings.
+	Stop, Savepoint bool
 	// Written is the time from the trigger until every subtask's part was
 	// written; the rest of Duration is the commit (Prepare, then the sync
 	// that makes the checkpoint durable).
@@ -228,6 +233,7 @@ func (j *Job) recordCheckpoint(s CheckpointStats) {
 type coordinator struct {
 	job     *Job
 	cfg     CheckpointConfig
+	ident   identity // the job's, when the attempt began
 	store   *snapshot.Store
 	tasks   []*operator.Task
 	sources []*operator.Task
@@ -266,6 +272,8 @@ type coordinator struct {
 	done  chan struct{} // closed by stop
 	wg    sync.WaitGroup
 	syncs sync.WaitGroup // every part's BeforeCommit work still running
+	// exports are the savepoints being written (see export).
+	exports sync.WaitGroup
 }
 
 type inflight struct {
@@ -285,6 +293,11 @@ type inflight struct {
 	// the first error it returned.
 	syncs   sync.WaitGroup
 	syncErr atomic.Pointer[error]
+
+	// trig is what the checkpoint is for; savepoints are the requests it
+	// serves (see control.take).
+	trig       operator.TriggerKind
+	savepoints []*savepointRequest
 }
 
 type writeJob struct {
@@ -294,7 +307,7 @@ type writeJob struct {
 
 func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task,
 	workers map[*operator.Task]*sched.Worker, fail func(error)) *coordinator {
-	c := &coordinator{job: j, cfg: j.cfg.Checkpoint, store: store, tasks: tasks, workers: workers, fail: fail,
+	c := &coordinator{job: j, cfg: j.cfg.Checkpoint, ident: j.identity, store: store, tasks: tasks, workers: workers, fail: fail,
 		yield: newCPUYielder(),
 		work:  make(chan struct{}, 1), poke: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, t := range tasks {
@@ -304,8 +317,11 @@ func newCoordinator(j *Job, store *snapshot.Store, tasks []*operator.Task,
 	}
 	// NB: ids are never reused, also those of checkpoints an earlier
 	// attempt aborted, which the store never saw committed: statistics,
-	// events and the status page name checkpoints by id.
-	c.mu.nextID = max(store.MaxID(), j.lastCheckpointID()) + 1
+	// events and the status page name checkpoints by id. Nor is the id
+	// of the checkpoint the attempt restored, which, restored from a
+	// savepoint (Config.RestoreFrom), the store has not seen: a table
+	// restored from it offers to reuse its blobs, which must fail.
+	c.mu.nextID = max(store.MaxID(), j.lastCheckpointID(), j.restored.Load()) + 1
 	c.mu.inflight = map[uint64]*inflight{}
 	c.mu.lastEnd = time.Now()
 	c.mu.lastTrigger = c.mu.lastEnd // the first checkpoint comes one interval after the start
@@ -316,6 +332,7 @@ func (c *coordinator) start() {
 	c.wg.Add(2)
 	go c.triggerLoop()
 	go c.writeLoop()
+	signal(c.poke) // a savepoint or a stop may have been asked for already
 }
 
 // stop ends the coordinator's goroutines and aborts what is in flight,
@@ -330,6 +347,9 @@ func (c *coordinator) stop(cause error) {
 		aborted = append(aborted, f)
 	}
 	c.mu.inflight = nil
+	for _, f := range aborted {
+		failRequests(f.savepoints, f.id, fmt.Errorf("aborted: %w", cmp.Or(cause, ErrAborted)))
+	}
 	for _, w := range c.mu.queue {
 		w.report.Release()
 	}
@@ -340,6 +360,7 @@ func (c *coordinator) stop(cause error) {
 	close(c.done)
 	c.wg.Wait()
 	c.syncs.Wait()
+	c.exports.Wait()
 	// NB: after the writer goroutine has exited: a commit it was making
 	// has reported its checkpoint completed by now.
 	if cause == nil {
@@ -349,7 +370,8 @@ func (c *coordinator) stop(cause error) {
 	for _, f := range aborted {
 		if f.ended.CompareAndSwap(false, true) {
 			c.job.recordCheckpoint(CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: time.Since(f.trigger),
-				Status: "aborted: " + cause.Error(), Final: f.final})
+				Status: "aborted: " + cause.Error(), Final: f.final, Stop: f.trig == operator.TriggerStop,
+				Savepoint: len(f.savepoints) > 0})
 			c.job.events.checkpointFailed(CheckpointFailedInfo{ID: f.id, Trigger: f.trigger, Final: f.final,
 				Aborted: true, Err: cause})
 		}
@@ -446,7 +468,7 @@ func (c *coordinator) triggerAt(at time.Time) {
 // trigger.
 func (c *coordinator) trigger(f *inflight, now time.Time) {
 	for _, t := range c.sources {
-		t.Trigger(f.id, now, f.final)
+		t.Trigger(f.id, now, f.trig)
 	}
 }
 
@@ -462,10 +484,17 @@ func (c *coordinator) begin(now time.Time) *inflight {
 		return nil
 	}
 	final := c.mu.finished == len(c.sources)
+	trig := operator.TriggerFinal
+	if !final {
+		trig = c.job.ctl.wants() // a stop, a savepoint, or periodic
+	}
+	special := trig != operator.TriggerPeriodic
 	switch {
-	case final && len(c.mu.inflight) > 0:
-		return nil // the final checkpoint waits for the others to end
-	case final:
+	case special && len(c.mu.inflight) > 0:
+		// The final checkpoint waits for the others to end; so do a stop
+		// and a savepoint, which must be aligned.
+		return nil
+	case special:
 	case c.job.paused.Load():
 		return nil // Job.PauseCheckpoints holds periodic checkpoints back
 	case len(c.mu.inflight) >= c.cfg.MaxConcurrent || now.Sub(c.mu.lastEnd) < c.cfg.MinPause:
@@ -483,12 +512,15 @@ func (c *coordinator) begin(now time.Time) *inflight {
 		c.failLocked(id, now, failure, final)
 		return nil
 	}
-	f := &inflight{id: id, trigger: now, pending: p, final: final, ops: map[string]int{}}
+	f := &inflight{id: id, trigger: now, pending: p, final: final, trig: trig, ops: map[string]int{}}
+	if special {
+		f.savepoints = c.job.ctl.take(trig)
+	}
 	f.timeout = time.AfterFunc(c.cfg.Timeout, func() {
 		c.failed(id, fmt.Errorf("timed out after %v", c.cfg.Timeout))
 	})
 	c.mu.inflight[id] = f
-	if final {
+	if final || trig == operator.TriggerStop {
 		c.mu.final = id
 	}
 	return f
@@ -813,13 +845,21 @@ func (c *coordinator) commit(f *inflight) {
 		c.failed(f.id, fmt.Errorf("commit: %w", err))
 		return
 	}
+	if len(f.savepoints) > 0 {
+		// NB: pinned before Tidy: newer checkpoints may complete, and
+		// retention drop this one, while the savepoint is written.
+		pin, err := c.store.Pin(f.id)
+		c.exports.Add(1)
+		go c.export(f, pin, err)
+	}
 	now := time.Now()
 	stats := f.pending.Stats()
 	// NB: the checkpoint is durable now, and a restore may use it, so it
 	// is reported even if the job stopped meanwhile.
 	cs := CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
 		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
-		Final: f.final, Written: f.written.Sub(f.trigger), Subtasks: f.subtasks}
+		Final: f.final, Stop: f.trig == operator.TriggerStop, Savepoint: len(f.savepoints) > 0,
+		Written: f.written.Sub(f.trigger), Subtasks: f.subtasks}
 	c.job.recordCheckpoint(cs)
 	c.mu.Lock()
 	if f.ended.CompareAndSwap(false, true) {
@@ -836,6 +876,13 @@ func (c *coordinator) commit(f *inflight) {
 	signal(c.poke) // a final checkpoint may be waiting for this one to end
 	for _, t := range c.tasks {
 		t.Complete(f.id)
+	}
+	if f.trig == operator.TriggerStop {
+		// NB: after Complete, in each task's mailbox: every sink commits
+		// what the checkpoint covers before its task ends.
+		for _, t := range c.tasks {
+			t.Stop()
+		}
 	}
 }
 
@@ -854,6 +901,10 @@ func (c *coordinator) failed(id uint64, err error) {
 	signal(c.poke)
 	if f.ended.CompareAndSwap(false, true) {
 		c.job.events.checkpointFailed(CheckpointFailedInfo{ID: id, Trigger: f.trigger, Final: f.final, Err: err})
+	}
+	failRequests(f.savepoints, id, err)
+	if f.trig == operator.TriggerStop {
+		c.mu.final = 0 // another stop checkpoint is triggered, if tolerated
 	}
 	c.failLocked(id, f.trigger, err, f.final)
 	for _, t := range c.tasks {

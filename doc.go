@@ -37,6 +37,21 @@
 // measured as it runs (package debloat): aligned barriers then wait about
 // that long per hop, and unaligned checkpoints persist as little data.
 //
+// A job is stopped with Job.Stop: its sources stop reading, it takes an
+// aligned stop checkpoint, and once that is complete every transactional
+// sink commits and every task ends, with nothing half-committed and
+// nothing in flight; the next run on the state directory resumes from it.
+// Config.StopOnCancel makes a cancelled context stop the job so too (by
+// default it stops at once, leaving what its sinks pre-committed to the
+// next run). A savepoint (Job.Savepoint, Job.StopWithSavepoint) is such an
+// aligned checkpoint written out into a directory of its own under
+// CheckpointConfig.SavepointDir: full and self-contained, so it can be
+// copied anywhere, and checked when it is read. Config.RestoreFrom starts
+// a job from a savepoint, or from another job's state directory, possibly
+// changed and at another parallelism: keyed state is redistributed by key
+// group, and sources too when their input is split (operator.SplitSource).
+// See "Savepoints and stopping" in savepoint.go.
+//
 // A job may change between runs on one state directory. Its state is kept
 // by name — each operator's name, and each state's name within it — with
 // the layout of its type, and a restore matches the job's state with the

@@ -232,10 +232,21 @@ func FileSinkPart(name string) (subtask int, seq uint64, ok bool) {
 
 // Recover commits txns, then removes every other pending part file of this
 // subtask (and, on subtask 0, of subtasks that no longer exist), and
-// continues numbering after every part file this subtask has.
+// continues numbering after every part file this subtask has. A
+// transaction that is neither pending nor committed fails it, unless the
+// directory holds no committed part at all: then the job was restored
+// from a savepoint into a directory of its own, and the transaction was
+// committed where the job that took the savepoint wrote.
 func (s *fileSink[T]) Recover(txns [][]byte) error {
 	for _, t := range txns {
-		if err := s.Commit(t); err != nil {
+		err := s.Commit(t)
+		if errors.Is(err, errTxnMissing) {
+			var parts []string
+			if parts, err = s.committedParts(); err == nil && len(parts) > 0 {
+				err = fmt.Errorf("file sink: commit %s: %w", t, errTxnMissing)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -314,12 +325,31 @@ func (s *fileSink[T]) Commit(txn []byte) error {
 		if _, statErr := os.Stat(filepath.Join(s.dir, name)); statErr == nil {
 			return nil // committed before: commits are idempotent
 		}
-		return fmt.Errorf("file sink: commit %s: neither pending nor committed", name)
+		return fmt.Errorf("file sink: commit %s: %w", name, errTxnMissing)
 	}
 	if err != nil {
 		return err
 	}
 	return syncDir(s.dir)
+}
+
+// errTxnMissing says a transaction to commit is neither pending nor
+// committed.
+var errTxnMissing = errors.New("neither pending nor committed")
+
+// committedParts lists the committed part files of the directory.
+func (s *fileSink[T]) committedParts() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if _, _, ok := FileSinkPart(e.Name()); ok && !e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
 }
 
 func syncDir(dir string) error {
@@ -331,10 +361,14 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// Close drops the open transaction, if there is one: its part file was
+// never pre-committed, so no checkpoint refers to it, and a run that
+// resumes writes its records again.
 func (s *fileSink[T]) Close() error {
 	if s.f != nil {
 		s.f.Close()
 		s.f = nil
+		os.Remove(filepath.Join(s.pendingDir(), s.name))
 	}
 	return nil
 }

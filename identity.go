@@ -38,6 +38,10 @@ type identity struct {
 	job      string
 	run      uint64
 	stateDir string // "" without checkpoints
+	// from names the savepoint or checkpoints the job on this state
+	// directory started from (Config.RestoreFrom; see restoreSource), ""
+	// if it started from scratch.
+	from string
 }
 
 func (id identity) String() string {
@@ -76,10 +80,16 @@ func loadIdentity(stateDir string) (identity, error) {
 	return id, nil
 }
 
-func (id identity) encode() string { return fmt.Sprintf("job %s\nrun %d\n", id.job, id.run) }
+func (id identity) encode() string {
+	s := fmt.Sprintf("job %s\nrun %d\n", id.job, id.run)
+	if id.from != "" {
+		s += "from " + id.from + "\n"
+	}
+	return s
+}
 
-// parseIdentity reads "job <id>\nrun <n>\n", and a "state <dir>" line if
-// there is one.
+// parseIdentity reads "job <id>\nrun <n>\n", and "from <origin>" and
+// "state <dir>" lines if there are.
 func parseIdentity(s string) (identity, bool) {
 	var id identity
 	sc := bufio.NewScanner(strings.NewReader(s))
@@ -96,6 +106,8 @@ func parseIdentity(s string) (identity, bool) {
 			id.run = n
 		case "state":
 			id.stateDir = v
+		case "from":
+			id.from = v
 		}
 	}
 	return id, id.job != ""

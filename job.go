@@ -117,6 +117,28 @@ type Config struct {
 	// renamed): that state is dropped, and logged. By default such a
 	// restore fails with a *RestoreMismatchError listing it.
 	AllowNonRestoredState bool
+	// RestoreFrom starts the job from a savepoint (Job.Savepoint,
+	// Job.StopWithSavepoint), from a directory of savepoints (the newest
+	// one in it: CheckpointConfig.SavepointDir), or from another job's
+	// state directory (its latest complete checkpoint, read without
+	// changing it), instead of from scratch; at any parallelism, with
+	// state matched by name as on every restore (see the package doc and
+	// Config.AllowNonRestoredState). The job continues the one that took
+	// the savepoint: it takes that job's identity, so its file sinks go
+	// on with that job's output. RestoreFrom is used only when the job's
+	// own state directory holds no checkpoint; with one that started from
+	// the same savepoint, the job resumes from its own latest checkpoint,
+	// and with any other checkpoint Run fails (ErrRestoreFrom) rather than
+	// guess which to take. See the package doc.
+	RestoreFrom string
+	// StopOnCancel makes a cancelled context stop the job as Job.Stop
+	// does: with a final checkpoint that commits every transactional sink,
+	// within Checkpoint.Timeout of the cancellation (after that, at once,
+	// and Run's error says so). Run then returns ctx.Err(). By default a
+	// cancelled job stops at once: its checkpoints in flight are aborted,
+	// and what its sinks pre-committed is committed by the next run that
+	// restores the latest checkpoint. Needs checkpoints.
+	StopOnCancel bool
 	// RerunFinished lets a job start on a state directory whose latest
 	// checkpoint is the final one of a finished run: it runs again from
 	// scratch, as a new run (whose file sinks need a directory of their
@@ -258,6 +280,7 @@ func (c Config) validate() error {
 		bad("Restart.Attempts", "%d restarts without checkpoints: a restart restores a checkpoint (set Checkpoint.Interval and StateDir)",
 			c.Restart.Attempts)
 	}
+	errs = append(errs, c.validateSavepoints()...)
 	return errors.Join(append(errs, c.Checkpoint.validate()...)...)
 }
 
@@ -277,6 +300,10 @@ type Job struct {
 	events    *events       // Config.Events' queue, during Run
 	restored  atomic.Uint64 // checkpoint the latest attempt started from
 	paused    atomic.Bool   // PauseCheckpoints
+	ctl       control       // Savepoint, Stop, StopWithSavepoint
+	// from is what Config.RestoreFrom names, while the job may restore
+	// it; set by Run before its attempts.
+	from *restoreSource
 
 	// declared is the state the job's operators declare, recorded in each
 	// checkpoint; set before checkpoints start.

@@ -96,6 +96,9 @@ func refList(refs []StateRef) string {
 // RestoreReport says how a restore matched the job with its checkpoint.
 type RestoreReport struct {
 	Checkpoint uint64
+	// From is the savepoint or state directory the checkpoint came from
+	// (Config.RestoreFrom); "" for the job's own state directory.
+	From string
 	// Added is the state the job declares that the checkpoint lacks: it
 	// started empty.
 	Added []StateRef
@@ -213,5 +216,5 @@ func sortRefs(refs []StateRef) { slices.SortFunc(refs, compareRefs) }
 func permanent(err error) bool {
 	var mismatch *RestoreMismatchError
 	return errors.Is(err, ErrGraph) || errors.Is(err, ErrConfig) || errors.Is(err, ErrFinished) ||
-		errors.Is(err, ErrSinkOwned) || errors.As(err, &mismatch)
+		errors.Is(err, ErrSinkOwned) || errors.Is(err, ErrRestoreFrom) || errors.As(err, &mismatch)
 }

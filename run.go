@@ -46,6 +46,7 @@ func (j *Job) Run(ctx context.Context) error {
 	start := time.Now()
 	j.events = startEvents(j.cfg.Events)
 	err := j.run(ctx)
+	j.ctl.end(err)
 	j.events.jobEnded(JobEndInfo{Err: err, Restarts: int(j.restarts.Load()), Duration: time.Since(start)})
 	j.events.close()
 	return err
@@ -81,11 +82,24 @@ func (j *Job) run(ctx context.Context) error {
 	} else {
 		j.identity = identity{job: newJobID()}
 	}
+	if j.cfg.RestoreFrom != "" {
+		if err := j.useRestoreFrom(store); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		err := j.attempt(ctx, store, attempt)
 		if err == nil || ctx.Err() != nil || permanent(err) || store == nil ||
 			attempt >= j.cfg.Restart.Attempts {
-			if err != nil && ctx.Err() != nil {
+			switch {
+			case ctx.Err() == nil:
+				return err
+			case err != nil && j.cfg.StopOnCancel:
+				if errors.Is(err, ctx.Err()) {
+					return err // the stop's bound ran out: it says so
+				}
+				return fmt.Errorf("%w; the job did not stop with a final checkpoint: %w", ctx.Err(), err)
+			case err != nil || j.cfg.StopOnCancel:
 				return ctx.Err()
 			}
 			return err
@@ -119,6 +133,15 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 			return err
 		}
 	}
+	fromPath := ""
+	if cp == nil && j.from != nil {
+		// Config.RestoreFrom: read again at every attempt until the job
+		// has a checkpoint of its own.
+		if cp, err = j.from.load(j); err != nil {
+			return err
+		}
+		fromPath = j.from.path
+	}
 	if cp != nil {
 		if err := p.restorePositions(cp); err != nil {
 			return err
@@ -138,6 +161,7 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		if err != nil {
 			return err
 		}
+		report.From = fromPath
 		j.statsMu.Lock()
 		j.lastRestore = report
 		j.statsMu.Unlock()
@@ -170,11 +194,21 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		// NB: deferred, so that the checkpoints it aborts are reported
 		// after the failure that ended the attempt.
 		defer func() { coord.stop(err) }()
+		j.ctl.attach(coord, nil)
+	} else {
+		j.ctl.attach(nil, p.pool)
+	}
+	defer j.ctl.attach(nil, nil)
+	runCtx := ctx
+	if store != nil && j.cfg.StopOnCancel {
+		var unwatch func()
+		runCtx, unwatch = j.stopOnCancel(ctx, p.pool)
+		defer unwatch()
 	}
 	j.statsMu.Lock()
 	j.pool, j.channels = p.pool, p.named
 	j.statsMu.Unlock()
-	runErr := p.pool.Run(ctx)
+	runErr := p.pool.Run(runCtx)
 	// NB: the rings are unmapped after this, so the metrics stop reading
 	// them first, under the same lock.
 	j.statsMu.Lock()
@@ -496,7 +530,9 @@ func (p *physical) latest(store *snapshot.Store) (*snapshot.Checkpoint, error) {
 	return cp, nil
 }
 
-// restorePositions rewinds every source to its position in cp.
+// restorePositions rewinds every source to its position in cp. A source
+// whose parallelism changed shares out its splits anew, if it has splits
+// (operator.SplitSource); else the restore fails.
 func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
 	meta := cp.Meta()
 	for _, t := range p.tasks {
@@ -505,14 +541,42 @@ func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
 		}
 		op := t.Ctx.Operator
 		if was, ok := meta.Parallelism[op]; ok && was != t.Ctx.Parallelism {
-			return fmt.Errorf("ringflow: restore checkpoint %d: source %q had parallelism %d, now %d; sources cannot be rescaled",
-				cp.ID(), op, was, t.Ctx.Parallelism)
+			pos, err := rescalePosition(cp, t, was)
+			if err != nil {
+				return fmt.Errorf("ringflow: restore checkpoint %d: source %q had parallelism %d, now %d: %w",
+					cp.ID(), op, was, t.Ctx.Parallelism, err)
+			}
+			t.Source.Restore(pos)
+			continue
 		}
 		if pos, ok := cp.SourcePosition(op, t.Ctx.Subtask); ok {
 			t.Source.Restore(append([]byte(nil), pos...))
 		}
 	}
 	return nil
+}
+
+// rescalePosition returns the position of source task t from the
+// positions of its operator's was subtasks in cp.
+func rescalePosition(cp *snapshot.Checkpoint, t *operator.Task, was int) ([]byte, error) {
+	r, ok := t.Source.(interface {
+		RescalePosition(subtask, parallelism int, old [][]byte) ([]byte, bool, error)
+	})
+	old := make([][]byte, was)
+	for _, s := range cp.SourcePositions(t.Ctx.Operator) {
+		if s.Subtask < was {
+			old[s.Subtask] = append([]byte(nil), s.Data...)
+		}
+	}
+	var pos []byte
+	var err error
+	if ok {
+		pos, ok, err = r.RescalePosition(t.Ctx.Subtask, t.Ctx.Parallelism, old)
+	}
+	if !ok {
+		return nil, errors.New("its source has no splits to share out anew (see operator.SplitSource), so it must keep its parallelism")
+	}
+	return pos, err
 }
 
 // restoreState loads every stateful operator's state from cp: the key

@@ -107,6 +107,10 @@ type Checkpoints struct {
 	last      uint64          // id of the last snapshot taken
 	final     uint64          // a source's final checkpoint, once triggered
 	completed uint64          // highest checkpoint known complete
+	// stopping says a source took a stop checkpoint's trigger: it reads
+	// no more (TriggerStop); stopped that the task was told to end
+	// (Task.Stop).
+	stopping, stopped bool
 	// syncStep is the task's step that took the last synchronous part
 	// (of checkpoint syncID, taking syncTook), for stall notes.
 	syncStep   int64
@@ -122,14 +126,36 @@ const (
 	msgTrigger msgKind = iota
 	msgComplete
 	msgAbort
+	msgStop
 )
 
 type message struct {
 	kind    msgKind
 	id      uint64
 	trigger time.Time
-	final   bool
+	trig    TriggerKind
 }
+
+// TriggerKind is what a checkpoint is for, as its sources are told.
+type TriggerKind uint8
+
+const (
+	// TriggerPeriodic is a periodic checkpoint: aligned or unaligned as
+	// the job's settings say.
+	TriggerPeriodic TriggerKind = iota
+	// TriggerSavepoint is a checkpoint taken for a savepoint: its barrier
+	// is of kind ring.Savepoint, aligned everywhere whatever the
+	// settings, so that it holds no in-flight data; the job goes on.
+	TriggerSavepoint
+	// TriggerStop is a savepoint's barrier after which the sources read
+	// nothing more: the job is stopping, and ends (Task.Stop) once the
+	// checkpoint completed, with nothing after it in flight.
+	TriggerStop
+	// TriggerFinal is the final checkpoint of sources that read all
+	// their input: aligned, and a source ends its output once it
+	// completes.
+	TriggerFinal
+)
 
 func (c *Checkpoints) post(m message) {
 	c.mail.Lock()
@@ -139,10 +165,9 @@ func (c *Checkpoints) post(m message) {
 	c.Waker.Wake()
 }
 
-// Trigger asks a source task to take checkpoint id; final says it is the
-// last one, after which the source ends its output.
-func (t *Task) Trigger(id uint64, at time.Time, final bool) {
-	t.Checkpoints.post(message{kind: msgTrigger, id: id, trigger: at, final: final})
+// Trigger asks a source task to take checkpoint id, of the given kind.
+func (t *Task) Trigger(id uint64, at time.Time, kind TriggerKind) {
+	t.Checkpoints.post(message{kind: msgTrigger, id: id, trigger: at, trig: kind})
 }
 
 // Complete tells the task that checkpoint id is complete.
@@ -150,6 +175,16 @@ func (t *Task) Complete(id uint64) { t.Checkpoints.post(message{kind: msgComplet
 
 // Abort tells the task that checkpoint id was aborted.
 func (t *Task) Abort(id uint64) { t.Checkpoints.post(message{kind: msgAbort, id: id}) }
+
+// Stop tells the task to end, once it has handled the messages posted
+// before: its step returns sched.Done without ending its operators' input
+// (no window or timer fires, nothing is sent on). A job stops its tasks so
+// after a stop checkpoint (TriggerStop) completed and every task was told
+// (Complete), so that what the checkpoint covers is committed and nothing
+// is in flight after it. What an operator emits after its part of that
+// checkpoint is dropped: it belongs to no checkpoint, and the run that
+// resumes from the checkpoint emits it again.
+func (t *Task) Stop() { t.Checkpoints.post(message{kind: msgStop}) }
 
 // handleMail runs the coordinator's messages on the task's thread.
 func (t *Task) handleMail(now time.Time) error {
@@ -168,6 +203,8 @@ func (t *Task) handleMail(now time.Time) error {
 			err = t.notifyComplete(m.id)
 		case msgAbort:
 			err = t.notifyAborted(m.id, now)
+		case msgStop:
+			c.stopped = true
 		}
 		if err != nil {
 			return err
@@ -187,9 +224,10 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 	t.Checkpoints.snap = nil
 	b := ring.Barrier{ID: m.id, Trigger: m.trigger, Kind: ring.Aligned}
 	switch {
-	case m.final:
-		// Nothing may be in flight when the last output commits: the
-		// final checkpoint is aligned everywhere.
+	case m.trig != TriggerPeriodic:
+		// Nothing may be in flight when the last output commits, nor in a
+		// savepoint, which a changed job may restore: the final, stop and
+		// savepoint checkpoints are aligned everywhere.
 		b.Kind = ring.Savepoint
 		t.forward(b)
 	case t.Checkpoints.MayUnalign && t.Gate != nil && r != nil:
@@ -211,10 +249,17 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 	if r != nil {
 		t.Checkpoints.Coord.Snapshotted(t, r)
 	}
-	if m.final {
+	switch m.trig {
+	case TriggerFinal:
 		// END follows once this checkpoint completes; if it fails, the
 		// coordinator triggers another final one.
 		t.Checkpoints.final = m.id
+	case TriggerStop:
+		// The source's position is the checkpoint's: it reads no more
+		// until the task is stopped (if the checkpoint fails, the
+		// coordinator triggers another stop checkpoint).
+		t.Checkpoints.stopping = true
+		t.sourceDue = time.Time{} // no deadline: nothing is due any more
 	}
 	t.flushAll()
 	t.prepareReport()

@@ -79,5 +79,10 @@
 // Two-phase-commit sinks (TwoPhaseSink, run by TxnSink) pre-commit at each
 // checkpoint and commit when it completes; the final checkpoint, taken at
 // the end of input, is always aligned, so that its commit covers all
-// output.
+// output. So are savepoints and stop checkpoints (TriggerKind): after a
+// stop checkpoint's trigger a source reads no more, and once it completed
+// the job tells every task Complete, then Stop, which ends the task where
+// it is, without ending its input (its state stays in the checkpoint).
+// A source restored at another parallelism than its checkpoint's shares
+// its splits out anew if it has some (SplitSource).
 package operator

@@ -269,6 +269,9 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 		if err := t.handleMail(now); err != nil {
 			return sched.Idle, err
 		}
+		if t.Checkpoints.stopped {
+			return sched.Done, nil // see Stop
+		}
 	}
 	if c := t.Checkpoints; c != nil && c.Aligner != nil {
 		if err := t.checkpointChores(now); err != nil {
@@ -338,8 +341,10 @@ func (t *Task) room() bool {
 }
 
 func (t *Task) stepSource(now time.Time) (sched.Status, error) {
-	if t.Checkpoints != nil && t.Checkpoints.srcDone {
-		return sched.Idle, nil // waiting for the final checkpoint's trigger
+	if c := t.Checkpoints; c != nil && (c.srcDone || c.stopping) {
+		// Waiting for the final checkpoint's trigger, or, stopping, to
+		// be stopped.
+		return sched.Idle, nil
 	}
 	if !t.sourceDue.IsZero() && now.Before(t.sourceDue) {
 		return t.idleStatus(), nil
@@ -753,7 +758,7 @@ func (t *Task) Ready(now time.Time) bool {
 	if t.Source != nil {
 		// An unpaced source always has records; a paced one said when
 		// (its due time is part of the deadline above).
-		return t.sourceDue.IsZero() && (t.Checkpoints == nil || !t.Checkpoints.srcDone)
+		return t.sourceDue.IsZero() && (t.Checkpoints == nil || !t.Checkpoints.srcDone && !t.Checkpoints.stopping)
 	}
 	for _, c := range t.Inputs {
 		if !c.ended && !c.blocked && c.Reader.Ready() {

@@ -253,6 +253,54 @@
 // well before the next scheduler tick. Byte slices
 // returned by a Checkpoint belong to it and must not be modified.
 //
+// # Savepoints
+//
+// A savepoint is one checkpoint written out of the store, whole, into a
+// directory of its own (WriteSavepoint), so that it depends on nothing
+// else: the directory can be copied or moved, and read anywhere
+// (ReadSavepoint). It holds one file, SAVEPOINT, little endian unless
+// noted:
+//
+//	+--------+------+-----------------------------------------------------------+
+//	| offset | size | field                                                     |
+//	+--------+------+-----------------------------------------------------------+
+//	|      0 |    4 | magic "RFSP"                                              |
+//	|      4 |    2 | format version (1)                                        |
+//	|      6 |    2 | reserved, 0                                               |
+//	|      8 |    8 | size of the whole file                                    |
+//	|     16 |   16 | savepoint id (random; names it wherever it is copied)     |
+//	|     32 |    8 | when it was written, Unix ns                              |
+//	|     40 |    8 | run of the job that took it                               |
+//	|     48 |    8 | checkpoint id                                             |
+//	|     56 |    2 | len(job id) J, at most 1024                               |
+//	|     58 |    J | job id of the job that took it                            |
+//	|        |    8 | manifest length L                                         |
+//	|        |    L | the checkpoint's manifest, as stored (see above), with    |
+//	|        |      | every entry's origin the checkpoint itself                |
+//	|        |    8 | xxhash64 of every byte before it (the header's checksum)  |
+//	|        |      | every entry's bytes, in manifest order, back to back      |
+//	+--------+------+-----------------------------------------------------------+
+//
+// Incremental checkpoints share blobs, each stored once under the
+// checkpoint that wrote it; a savepoint copies every blob the checkpoint
+// refers to, so its manifest refers to nothing outside the file (a delta
+// chain stays a chain, its links all in the file). The file is written
+// under a temporary name, synced, renamed and its directory synced: a
+// directory holds a whole savepoint or none. ReadSavepoint checks the
+// magic, the version, the header's checksum, the size (a truncated file
+// says so), the manifest (decoded and validated as the store's are, and
+// every origin the checkpoint's own), and every entry's length and
+// checksum; each failure is an error wrapping ErrCorrupt that says what is
+// wrong. ReadSavepointInfo checks the header only.
+//
+// A job writes a savepoint in the background, after the checkpoint
+// completed, from a Pinned checkpoint (Store.Pin): a Pebble snapshot taken
+// at the commit, so that retention may drop the checkpoint, and garbage
+// collection delete its blobs, meanwhile. ReadCheckpoint reads a
+// checkpoint of another store (a job restoring another job's retained
+// checkpoint): it opens Pebble read-only (with its lock, so never while a
+// job uses the store), verifies like Latest, and changes nothing.
+//
 // # Testing notes
 //
 // Corruption is injected two ways: a test hook ingests raw bytes under a

@@ -99,6 +99,10 @@ type Config struct {
 	Checkpoint ringflow.CheckpointConfig
 	// Restart is what the job does when a task fails (FailAfter).
 	Restart ringflow.RestartStrategy
+	// RestoreFrom starts the job from a savepoint, a directory of
+	// savepoints or another run's state directory
+	// (ringflow.Config.RestoreFrom).
+	RestoreFrom string
 	// SinkDir, if set, sends the output through ringflow's transactional
 	// file sink into this directory, one text line per output record
 	// (see the package doc for the lines); it needs checkpoints.

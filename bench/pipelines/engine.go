@@ -15,7 +15,8 @@ func runEngine(ctx context.Context, c Config, produced *counters, sinks *lanes, 
 	// NB: RaiseGOMAXPROCS: a worker per CPU and the spare P, the setting
 	// docs/perf.md's figures were measured with.
 	job := ringflow.NewJob(ringflow.Config{Workers: c.Workers, Parallelism: c.Parallelism, RaiseGOMAXPROCS: true,
-		MaxParallelism: MaxParallelism, NoPin: c.NoPin, NoSteal: c.NoSteal, NoRest: c.NoRest, StallBound: c.StallBound, Debloat: c.Debloat, HugePages: c.HugePages, Checkpoint: c.Checkpoint, Restart: c.Restart})
+		MaxParallelism: MaxParallelism, NoPin: c.NoPin, NoSteal: c.NoSteal, NoRest: c.NoRest, StallBound: c.StallBound, Debloat: c.Debloat, HugePages: c.HugePages, Checkpoint: c.Checkpoint, Restart: c.Restart,
+		RestoreFrom: c.RestoreFrom})
 	key := func(r Record) uint64 { return r.Key }
 	windows := ringflow.TumblingWindows(windowSizeMs * time.Millisecond)
 	fail := &failInjector{after: c.FailAfter, control: c.Control}

@@ -39,6 +39,10 @@ type runFlags struct {
 	http       httpFlags
 	mode       string // --mode
 	samplesOut string // --samples-out
+	// savepointAfter is --savepoint-after; savepointKeep
+	// --savepoint-keep-running.
+	savepointAfter time.Duration
+	savepointKeep  bool
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -70,7 +74,15 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.close()
 	f.cfg.OnJob = srv.job
+	sp := startSavepoint(ctx, &f.cfg, f.savepointAfter, f.savepointKeep)
 	engine, err := runEngineProfiled(ctx, f.cfg, f.cpuProfile, f.memProfile)
+	savepoint, spErr := sp.wait()
+	if err == nil && spErr != nil {
+		return spErr
+	}
+	if savepoint != "" {
+		fmt.Fprintf(stderr, "dfbench: savepoint %s\n", savepoint)
+	}
 	if errors.Is(err, ringflow.ErrFinished) {
 		// NB: a run is rerun until it exits 0 (after a kill, say); one that
 		// finished before has committed all its output.
@@ -96,16 +108,22 @@ func runRun(args []string, stdout, stderr io.Writer) error {
 		base = &b
 	}
 	if f.json {
-		err = json.NewEncoder(stdout).Encode(runJSONOf(f.cfg, engine, base))
+		out := runJSONOf(f.cfg, engine, base)
+		out.Savepoint = savepoint
+		err = json.NewEncoder(stdout).Encode(out)
 	} else {
 		err = printRun(stdout, f.cfg, engine, base)
+		if err == nil && savepoint != "" {
+			_, err = fmt.Fprintf(stdout, "savepoint: %s\n", savepoint)
+		}
 	}
 	if err != nil {
 		return err
 	}
-	// A restored run's output misses what earlier runs committed, and a
-	// restarted one counts replayed records again: nothing to compare.
-	fresh := engine.Restarts == 0 && engine.RestoredFrom == 0
+	// A restored run's output misses what earlier runs committed, a
+	// restarted one counts replayed records again, and one stopped with a
+	// savepoint ended early: nothing to compare.
+	fresh := engine.Restarts == 0 && engine.RestoredFrom == 0 && (f.savepointAfter == 0 || f.savepointKeep)
 	if base != nil && fresh && f.cfg.Records > 0 && (base.SinkRecords != engine.SinkRecords || base.Checksum != engine.Checksum) {
 		return fmt.Errorf("outputs differ: ringflow %d records, checksum %#x; chan %d records, checksum %#x",
 			engine.SinkRecords, engine.Checksum, base.SinkRecords, base.Checksum)
@@ -144,6 +162,10 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.Uint64Var(&c.FailAfter, "fail-after", 0, "fail an operator once, after this many records, and recover in place (needs checkpoints)")
 	fs.DurationVar(&c.CheckpointWindows, "checkpoint-windows", 0, "alternate windows of D with checkpoints paused and on, and report the latency of each kind apart (\"checkpoint_windows\" in --json): checkpoints' cost to latency measured in one run; needs --checkpoint-interval, D at least two intervals")
 	fs.Uint64Var(&c.SampleEvery, "sample-every", pipelines.DefaultSampleEvery, "make about one record in N (a power of two) a latency sample: denser samples show the milliseconds after a checkpoint's barrier in more detail, at the cost of two clock reads per sample")
+	fs.DurationVar(&f.savepointAfter, "savepoint-after", 0, "stop the run D after it started with a savepoint into --savepoint-dir (as for an upgrade), and print its directory; a later run restores it with --restore-from")
+	fs.BoolVar(&f.savepointKeep, "savepoint-keep-running", false, "with --savepoint-after, take the savepoint and go on instead of stopping")
+	fs.StringVar(&c.Checkpoint.SavepointDir, "savepoint-dir", "", "directory of --savepoint-after's savepoints, each in a directory of its own")
+	fs.StringVar(&c.RestoreFrom, "restore-from", "", "start the run from a savepoint, a directory of savepoints (the newest), or another run's --state-dir (its latest checkpoint), at any --parallelism its sources allow")
 	fs.StringVar(&f.samplesOut, "samples-out", "", "write every latency sample of the ringflow run to this file, as CSV lines of generation time (Unix ns) and latency (ns), in generation order: to place slow records against the checkpoints' trigger times in the --json history")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return f, err
@@ -180,6 +202,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 		return bad("--mode %q: want exactly-once or at-least-once", f.mode)
 	}
 	if err := checkCheckpointFlags(c); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkSavepointFlags(c, f.savepointAfter, f.savepointKeep); err != nil {
 		return bad("%v", err)
 	}
 	if c.FailAfter > 0 {
@@ -287,6 +312,7 @@ type runJSON struct {
 	Workers       []workerJSON  `json:"workers"`                      // ringflow's worker threads
 	Stalls        stallsJSON    `json:"stalls"`                       // ringflow's steps over --stall-bound
 	Windows       *windowsJSON  `json:"checkpoint_windows,omitempty"` // with --checkpoint-windows
+	Savepoint     string        `json:"savepoint,omitempty"`          // --savepoint-after's directory
 }
 
 // stallsJSON sums up the ringflow job's stalls (Job.Stalls): the count by
