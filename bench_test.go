@@ -29,7 +29,7 @@ func BenchmarkPipelines(b *testing.B) {
 				out = ringflow.Reduce(k, "count", func(a, e event) event { a.Value++; return a })
 			}
 			counts := make([]int64, 64)
-			ringflow.Sink(ringflow.Rebalance(out), "sink", func(e event) error {
+			ringflow.Sink(ringflow.Rebalance(out), "sink", func(_ context.Context, e event) error {
 				counts[0]++ // racy but only a sink-side cost stand-in; not checked
 				return nil
 			})

@@ -14,14 +14,15 @@ import (
 )
 
 // gatedReader returns 0, 1, 2, ... up to n, blocking before record
-// blockAt until gate is closed (or the reader is closed).
+// blockAt until gate is closed (or the source is: ctx is done, or the
+// reader is closed).
 type gatedReader struct {
 	next, n, blockAt uint64
 	gate, closed     chan struct{}
 	blocked          chan struct{} // closed when it blocks, if not nil
 }
 
-func (r *gatedReader) Next() (uint64, []byte, error) {
+func (r *gatedReader) Next(ctx context.Context) (uint64, []byte, error) {
 	if r.next == r.n {
 		return 0, nil, io.EOF
 	}
@@ -31,6 +32,8 @@ func (r *gatedReader) Next() (uint64, []byte, error) {
 		}
 		select {
 		case <-r.gate:
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
 		case <-r.closed:
 			return 0, nil, errors.New("closed")
 		}

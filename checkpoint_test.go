@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // readParts returns the committed lines of a file sink directory, sorted.
@@ -56,15 +55,15 @@ func TestCheckpointedFileSink(t *testing.T) {
 // must come with sequence numbers 0, 1, 2, ... exactly; a gap or a repeat
 // fails the job.
 type seqCheck struct {
-	last *operator.ValueState[uint64, uint64]
+	last *ringflow.ValueState[uint64, uint64]
 }
 
-func (p *seqCheck) Open(s *operator.KeyedScope[uint64]) error {
-	p.last = operator.NewValueState[uint64, uint64](s, "last")
+func (p *seqCheck) Open(s *ringflow.KeyedScope[uint64]) error {
+	p.last = ringflow.NewValueState[uint64, uint64](s, "last")
 	return nil
 }
 
-func (p *seqCheck) Process(ctx *operator.KeyedContext[uint64], e event, out *operator.Collector[string]) {
+func (p *seqCheck) Process(ctx *ringflow.KeyedContext[uint64], e event, out *ringflow.Collector[string]) error {
 	last, ok := p.last.Value()
 	want := uint64(0)
 	if ok {
@@ -75,9 +74,11 @@ func (p *seqCheck) Process(ctx *operator.KeyedContext[uint64], e event, out *ope
 	}
 	p.last.Update(e.Seq)
 	out.Emit(fmt.Sprintf("%d:%d", ctx.Key(), e.Seq))
+	return nil
 }
 
-func (p *seqCheck) OnTimer(*operator.KeyedContext[uint64], int64, operator.TimeDomain, *operator.Collector[string]) {
+func (p *seqCheck) OnTimer(*ringflow.KeyedContext[uint64], int64, ringflow.TimeDomain, *ringflow.Collector[string]) error {
+	return nil
 }
 
 // failAfter is the function of a map that panics when the records it has
@@ -383,28 +384,30 @@ func (r rescaleTarget) String() string {
 // event time, emits the list's length and sum; across failures and
 // restores the list must hold every record of its key exactly once.
 type listCheck struct {
-	list *operator.ListState[uint64, uint64]
+	list *ringflow.ListState[uint64, uint64]
 }
 
-func (p *listCheck) Open(s *operator.KeyedScope[uint64]) error {
-	p.list = operator.NewListState[uint64, uint64](s, "list")
+func (p *listCheck) Open(s *ringflow.KeyedScope[uint64]) error {
+	p.list = ringflow.NewListState[uint64, uint64](s, "list")
 	return nil
 }
 
-func (p *listCheck) Process(ctx *operator.KeyedContext[uint64], e event, out *operator.Collector[string]) {
+func (p *listCheck) Process(ctx *ringflow.KeyedContext[uint64], e event, out *ringflow.Collector[string]) error {
 	if len(p.list.Get()) == 0 {
 		ctx.RegisterEventTimer(1 << 40)
 	}
 	p.list.Add(e.Seq)
+	return nil
 }
 
-func (p *listCheck) OnTimer(ctx *operator.KeyedContext[uint64], _ int64, _ operator.TimeDomain, out *operator.Collector[string]) {
+func (p *listCheck) OnTimer(ctx *ringflow.KeyedContext[uint64], _ int64, _ ringflow.TimeDomain, out *ringflow.Collector[string]) error {
 	var sum uint64
 	for _, v := range p.list.Get() {
 		sum += v
 	}
 	out.Emit(fmt.Sprintf("%d:%d:%d", ctx.Key(), len(p.list.Get()), sum))
 	p.list.Clear()
+	return nil
 }
 
 // TestListStateWithFailures restores list state through failures: each

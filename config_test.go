@@ -51,7 +51,7 @@ func TestConfigMistakes(t *testing.T) {
 			var seen atomic.Int64
 			job := ringflow.NewJob(c.cfg)
 			ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3})), "sink",
-				func(int64) error { seen.Add(1); return nil })
+				func(context.Context, int64) error { seen.Add(1); return nil })
 			err := job.Run(context.Background())
 			errs := ringflow.ConfigErrors(err)
 			if !errors.Is(err, ringflow.ErrConfig) || len(errs) != 1 || errs[0].Field != c.field ||
@@ -75,7 +75,7 @@ func TestConfigMistakesAllAtOnce(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{BatchSize: -1, Checkpoint: ringflow.CheckpointConfig{
 		StateDir: t.TempDir(), Mode: 7, Unaligned: true, AlignmentTimeout: time.Second}})
 	s := ringflow.Source(job, "src", ringflow.FromSlice([]int64{1}), ringflow.Parallelism(0))
-	ringflow.Sink(s, "sink", func(int64) error { return nil })
+	ringflow.Sink(s, "sink", func(context.Context, int64) error { return nil })
 	err := job.Run(context.Background())
 	var fields []string
 	for _, e := range ringflow.ConfigErrors(err) {
@@ -97,7 +97,7 @@ func TestParallelismZero(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{Workers: 1, Parallelism: 2})
 	s := ringflow.Map(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1})), "double",
 		func(v int64) int64 { return 2 * v }, ringflow.Parallelism(0))
-	ringflow.Sink(s, "sink", func(int64) error { return nil })
+	ringflow.Sink(s, "sink", func(context.Context, int64) error { return nil })
 	err := job.Run(context.Background())
 	if !errors.Is(err, ringflow.ErrGraph) || !strings.Contains(err.Error(), `operator "double": parallelism 0`) {
 		t.Fatalf("Run returned %v; want ErrGraph naming double's parallelism 0", err)
@@ -112,6 +112,7 @@ func TestWindowOnlyOptions(t *testing.T) {
 	for name, opt := range map[string]ringflow.WindowOption{
 		"AllowedLateness": ringflow.AllowedLateness(time.Second),
 		"LateRecords":     ringflow.LateRecords(func(event) {}),
+		"LateOutput":      ringflow.LateOutput(ringflow.NewOutputTag[event]("late")),
 	} {
 		if _, ok := opt.(ringflow.Option); ok {
 			t.Errorf("%s is an Option: FlatMap and the other operators would take it and ignore it", name)
@@ -126,7 +127,7 @@ func TestWindowOnlyOptions(t *testing.T) {
 	w := ringflow.Window(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "win",
 		ringflow.TumblingWindows(time.Second), valueSum{}, ringflow.Parallelism(1),
 		ringflow.LateRecords(func(string) {}))
-	ringflow.Sink(w, "sink", func(ringflow.WindowResult[uint64, int64]) error { return nil })
+	ringflow.Sink(w, "sink", func(context.Context, ringflow.WindowResult[uint64, int64]) error { return nil })
 	err := job.Run(context.Background())
 	errs := ringflow.ConfigErrors(err)
 	if len(errs) != 1 || errs[0].Operator != "win" || errs[0].Field != "LateRecords" {
@@ -146,7 +147,7 @@ func TestCrossJobStreams(t *testing.T) {
 		jb := ringflow.NewJob(ringflow.Config{Workers: 1})
 		a := ringflow.SourceWithEventTime(ja, "src-a", ringflow.FromSlice([]event{{Key: 1}}), eventTime())
 		b := ringflow.SourceWithEventTime(jb, "src-b", ringflow.FromSlice([]event{{Key: 2}}), eventTime())
-		ringflow.Sink(b, "sink-b", func(event) error { return nil })
+		ringflow.Sink(b, "sink-b", func(context.Context, event) error { return nil })
 		combine(a, b, ja)
 		return ja, jb
 	}
@@ -157,12 +158,12 @@ func TestCrossJobStreams(t *testing.T) {
 		want    string
 	}{
 		{"union", func(a, b ringflow.Stream[event], ja *ringflow.Job) {
-			ringflow.Sink(ringflow.Union(a, b), "sink-a", func(event) error { return nil })
+			ringflow.Sink(ringflow.Union(a, b), "sink-a", func(context.Context, event) error { return nil })
 		}, `Union: the stream of "src-a" and the stream of "src-b" belong to different jobs`},
 		{"window join", func(a, b ringflow.Stream[event], ja *ringflow.Job) {
 			j := ringflow.WindowJoin(ringflow.KeyBy(a, key), ringflow.KeyBy(b, key), "join",
 				ringflow.TumblingWindows(time.Second), func(l, r event) event { return l })
-			ringflow.Sink(j, "sink-a", func(event) error { return nil })
+			ringflow.Sink(j, "sink-a", func(context.Context, event) error { return nil })
 		}, `window join "join": the stream of "src-a" and the stream of "src-b" belong to different jobs`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

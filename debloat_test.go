@@ -21,7 +21,7 @@ func TestDebloatBoundsRings(t *testing.T) {
 			job := ringflow.NewJob(ringflow.Config{Parallelism: 1, Workers: 2, RingCapacity: capacity, Debloat: debloat})
 			src := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event { return event{Seq: i, Key: i % 64} },
 				ringflow.GenOptions{}))
-			ringflow.Sink(ringflow.Rebalance(src), "slow", func(event) error {
+			ringflow.Sink(ringflow.Rebalance(src), "slow", func(context.Context, event) error {
 				spin(20 * time.Microsecond)
 				return nil
 			})

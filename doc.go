@@ -20,6 +20,22 @@
 // Config.RaiseGOMAXPROCS lets it. ringflow runs on Linux only: elsewhere it
 // fails to build, with the error "undefined: ringflow_runs_on_Linux_only".
 //
+// A keyed process function (ProcessFunc, run by Process) is written
+// against this package alone: its KeyedScope declares named state
+// (NewValueState, NewMapState, NewListState), its KeyedContext gives the
+// key, the timestamp, the watermark and timers, and OutputTag.Emit sends
+// records to side outputs of their own types, which SideOutput turns into
+// streams (a window's late records too: LateOutput). User code that fails
+// returns an error — process functions, sources and sinks alike — and
+// fails its task, naming the operator and subtask; the job then restarts
+// as Config.Restart says. Code that may block (a Sink's function, a
+// FromBlocking reader) gets a context that is done when the attempt ends.
+//
+// Push feeds a job from a service: its handle's Push blocks while the job
+// is backpressured, numbers the records it takes, reports as checkpoints
+// complete which of them are durable (so the service can drop them), and
+// after a restore says where to push again from.
+//
 // With Config.Checkpoint.Interval set, Run takes asynchronous barrier
 // snapshots in the manner of Apache Flink: barriers flow in-band through
 // the rings; tasks align them (or, with an alignment timeout, switch to

@@ -53,8 +53,8 @@ type collect struct {
 	rows []string
 }
 
-func sinkTo[T any](c *collect, format func(T) string) func(T) error {
-	return func(v T) error {
+func sinkTo[T any](c *collect, format func(T) string) func(context.Context, T) error {
+	return func(_ context.Context, v T) error {
 		c.mu.Lock()
 		c.rows = append(c.rows, format(v))
 		c.mu.Unlock()
@@ -200,7 +200,7 @@ func TestReduceAndAggregate(t *testing.T) {
 		})
 		var mu sync.Mutex
 		latest := map[uint64]int64{}
-		ringflow.Sink(red, "sums", func(e event) error {
+		ringflow.Sink(red, "sums", func(_ context.Context, e event) error {
 			mu.Lock()
 			latest[e.Key] = e.Value
 			mu.Unlock()
@@ -357,24 +357,26 @@ func TestWindowJoin(t *testing.T) {
 // records of the key so far, and at the end of event time one summary per
 // key from an event-time timer.
 type lastSeen struct {
-	count *operator.ValueState[uint64, int64]
+	count *ringflow.ValueState[uint64, int64]
 }
 
-func (p *lastSeen) Open(s *operator.KeyedScope[uint64]) error {
-	p.count = operator.NewValueState[uint64, int64](s, "count")
+func (p *lastSeen) Open(s *ringflow.KeyedScope[uint64]) error {
+	p.count = ringflow.NewValueState[uint64, int64](s, "count")
 	return nil
 }
 
-func (p *lastSeen) Process(ctx *operator.KeyedContext[uint64], e event, out *operator.Collector[string]) {
+func (p *lastSeen) Process(ctx *ringflow.KeyedContext[uint64], e event, out *ringflow.Collector[string]) error {
 	n, _ := p.count.Value()
 	p.count.Update(n + 1)
 	ctx.RegisterEventTimer(1 << 40) // fires once, at the end of event time
 	out.Emit(fmt.Sprintf("%d #%d", ctx.Key(), n+1))
+	return nil
 }
 
-func (p *lastSeen) OnTimer(ctx *operator.KeyedContext[uint64], ts int64, _ operator.TimeDomain, out *operator.Collector[string]) {
+func (p *lastSeen) OnTimer(ctx *ringflow.KeyedContext[uint64], ts int64, _ ringflow.TimeDomain, out *ringflow.Collector[string]) error {
 	n, _ := p.count.Value()
 	out.Emit(fmt.Sprintf("%d total %d", ctx.Key(), n))
+	return nil
 }
 
 func TestProcess(t *testing.T) {
@@ -450,7 +452,7 @@ func TestBackpressure(t *testing.T) {
 	// The sink has its own task (parallelism 2 breaks the chain), so two
 	// rings lie between the source and it.
 	var consumed, maxAhead atomic.Int64
-	ringflow.Sink(ringflow.Rebalance(m), "slow", func(e event) error {
+	ringflow.Sink(ringflow.Rebalance(m), "slow", func(_ context.Context, e event) error {
 		c := consumed.Add(1)
 		if ahead := generated.Load() - c; ahead > maxAhead.Load() {
 			maxAhead.Store(ahead)
@@ -487,7 +489,7 @@ func TestPanicFailsJob(t *testing.T) {
 		}
 		return e
 	})
-	ringflow.Sink(s, "sink", func(event) error { return nil })
+	ringflow.Sink(s, "sink", func(context.Context, event) error { return nil })
 	err := job.Run(context.Background())
 	var oe *operator.Error
 	if !errors.As(err, &oe) || oe.Operator != "boom" || !errors.Is(err, operator.ErrPanic) ||
@@ -504,7 +506,7 @@ func TestPanicFailsJob(t *testing.T) {
 func TestSinkErrorFailsJob(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{Workers: 1})
 	s := ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3}))
-	ringflow.Sink(s, "picky", func(v int64) error {
+	ringflow.Sink(s, "picky", func(_ context.Context, v int64) error {
 		if v == 2 {
 			return errors.New("two is not allowed")
 		}
@@ -528,12 +530,12 @@ func TestSinkBatches(t *testing.T) {
 	var mu sync.Mutex
 	opened := map[int]int{}
 	seen := make([][]uint64, p)
-	ringflow.SinkBatches(ringflow.Rebalance(s), "sink", func(subtask int) func([]event) error {
+	ringflow.SinkBatches(ringflow.Rebalance(s), "sink", func(subtask int) func(context.Context, []event) error {
 		mu.Lock()
 		opened[subtask]++
 		mu.Unlock()
 		mine := &seen[subtask] // written by this subtask only
-		return func(es []event) error {
+		return func(_ context.Context, es []event) error {
 			if len(es) == 0 {
 				return errors.New("empty batch")
 			}
@@ -572,13 +574,13 @@ func TestSinkBatches(t *testing.T) {
 func TestSinkBatchesErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		open func(int) func([]int64) error
+		open func(int) func(context.Context, []int64) error
 		want string
 	}{
-		{"nil", func(int) func([]int64) error { return nil }, "nil function for subtask 0"},
-		{"open panics", func(int) func([]int64) error { panic("no disk") }, "no disk"},
-		{"write fails", func(int) func([]int64) error {
-			return func(vs []int64) error { return fmt.Errorf("batch of %d refused", len(vs)) }
+		{"nil", func(int) func(context.Context, []int64) error { return nil }, "nil function for subtask 0"},
+		{"open panics", func(int) func(context.Context, []int64) error { panic("no disk") }, "no disk"},
+		{"write fails", func(int) func(context.Context, []int64) error {
+			return func(_ context.Context, vs []int64) error { return fmt.Errorf("batch of %d refused", len(vs)) }
 		}, "batch of 3 refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -598,7 +600,7 @@ func TestCancel(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2})
 	var seen atomic.Int64
 	s := ringflow.Source(job, "src", ringflow.Generate(func(seq uint64) event { return event{Seq: seq} }, ringflow.GenOptions{}))
-	ringflow.Sink(ringflow.Rebalance(s), "sink", func(event) error { seen.Add(1); return nil })
+	ringflow.Sink(ringflow.Rebalance(s), "sink", func(context.Context, event) error { seen.Add(1); return nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for seen.Load() < 100_000 {
@@ -638,28 +640,28 @@ func TestGraphErrors(t *testing.T) {
 		}, `operator "m": its output goes nowhere`, ringflow.ErrUnusedOutput},
 		{"parallelism", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "src", ringflow.FromSlice([]int64{1}), ringflow.Parallelism(-2))
-			ringflow.Sink(s, "sink", func(int64) error { return nil })
+			ringflow.Sink(s, "sink", func(context.Context, int64) error { return nil })
 		}, `operator "src": parallelism -2`, ringflow.ErrParallelism},
 		{"no codec", func(j *ringflow.Job) {
 			s := ringflow.Map(ringflow.Source(j, "src", ringflow.FromSlice([]int64{1})), "ptr",
 				func(v int64) ptrRec { return ptrRec{} })
-			ringflow.Sink(ringflow.Rebalance(s), "sink", func(ptrRec) error { return nil }, ringflow.Parallelism(2))
+			ringflow.Sink(ringflow.Rebalance(s), "sink", func(context.Context, ptrRec) error { return nil }, ringflow.Parallelism(2))
 		}, `operator "ptr": its output of type ringflow_test.ptrRec cannot cross to "sink"`, ringflow.ErrNoCodec},
 		{"duplicate name", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "x", ringflow.FromSlice([]int64{1}))
-			ringflow.Sink(s, "x", func(int64) error { return nil })
+			ringflow.Sink(s, "x", func(context.Context, int64) error { return nil })
 		}, `operator name "x" is used twice`, ringflow.ErrOperatorName},
 		{"window without event time", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "src", ringflow.FromSlice([]event{{}}))
 			w := ringflow.Window(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "w",
 				ringflow.TumblingWindows(time.Second), valueSum{})
-			ringflow.Sink(w, "sink", func(ringflow.WindowResult[uint64, int64]) error { return nil })
+			ringflow.Sink(w, "sink", func(context.Context, ringflow.WindowResult[uint64, int64]) error { return nil })
 		}, `window "w": its input has no event time`, ringflow.ErrEventTime},
 		{"keyed parallelism above max", func(j *ringflow.Job) {
 			s := ringflow.Source(j, "src", ringflow.FromSlice([]event{{}}))
 			r := ringflow.Reduce(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "r",
 				func(a, b event) event { return a }, ringflow.Parallelism(200))
-			ringflow.Sink(r, "sink", func(event) error { return nil })
+			ringflow.Sink(r, "sink", func(context.Context, event) error { return nil })
 		}, `operator "r": parallelism 200 exceeds the max parallelism 128`, ringflow.ErrParallelism},
 		{"empty", func(j *ringflow.Job) {}, "no operators", ringflow.ErrNoSink},
 	}

@@ -98,7 +98,7 @@ func (l *logRecorder) lines() (infos, errs []string) {
 func TestSourceOpenErrorNamesOperator(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{Workers: 1})
 	missing := filepath.Join(t.TempDir(), "missing.txt")
-	ringflow.Sink(ringflow.Source(job, "lines", ringflow.FileLines(missing)), "sink", func(string) error { return nil })
+	ringflow.Sink(ringflow.Source(job, "lines", ringflow.FileLines(missing)), "sink", func(context.Context, string) error { return nil })
 	err := job.Run(context.Background())
 	var oe *operator.Error
 	if !errors.As(err, &oe) || oe.Operator != "lines" || oe.Subtask != 0 || !errors.Is(err, fs.ErrNotExist) {

@@ -34,6 +34,9 @@ type GraphEdge struct {
 	Port int
 	// Chained says the edge stays inside a task: it has no rings.
 	Chained bool
+	// Side names the side output of From the edge carries (see
+	// SideOutput); "" for its main output.
+	Side string
 }
 
 // Graph returns the job's graph. It is safe to call at any time, from any
@@ -57,8 +60,11 @@ func (j *Job) Graph() Graph {
 		g.Operators = append(g.Operators, GraphOperator{Name: n.name, Parallelism: n.parallelism, Kind: kind,
 			Keyed: n.keyed, Task: task[n]})
 		for _, e := range n.inputs {
-			g.Edges = append(g.Edges, GraphEdge{From: e.from.name, To: n.name, Partitioning: e.part.String(),
-				Port: e.port, Chained: e.chained()})
+			ge := GraphEdge{From: e.from.name, To: n.name, Partitioning: e.part.String(), Port: e.port, Chained: e.chained()}
+			if e.side != nil {
+				ge.Side = e.side.name
+			}
+			g.Edges = append(g.Edges, ge)
 		}
 	}
 	return g

@@ -303,7 +303,8 @@ type Job struct {
 	ctl       control       // Savepoint, Stop, StopWithSavepoint
 	// from is what Config.RestoreFrom names, while the job may restore
 	// it; set by Run before its attempts.
-	from *restoreSource
+	from  *restoreSource
+	ended []func(error) // called with Run's error as it returns (Push handles)
 
 	// declared is the state the job's operators declare, recorded in each
 	// checkpoint; set before checkpoints start.
@@ -490,6 +491,7 @@ type node struct {
 	keyed       bool // holds keyed state: needs key groups
 	timed       bool // output carries event time
 	out         *typeInfo
+	sides       *sideOutputs // the side outputs it may have; nil: none
 	// build creates one subtask's instance, feeding down (an
 	// operator.Input of the output type; nil for sinks). It returns the
 	// instance's typed inputs, one per port (operator.Input of each port's
@@ -503,7 +505,8 @@ type edge struct {
 	from, to *node
 	port     int
 	part     operator.Partitioning
-	keyHash  any // operator.KeyHasher[T] for Hash edges
+	keyHash  any      // operator.KeyHasher[T] for Hash edges
+	side     *sideOut // the side output it carries; nil: the main output
 }
 
 // Option sets a property of an operator with an output: a source or a
@@ -570,8 +573,9 @@ func AllowedLateness(d time.Duration) WindowOption {
 }
 
 // LateRecords sends a window operator's records that arrive past their
-// windows' allowed lateness to f (they are counted either way). Only Window
-// takes it, and T must be the window's input type.
+// windows' allowed lateness to f (they are counted either way): it is
+// LateOutput with f reading the side output, called on the window's
+// task. Only Window takes it, and T must be the window's input type.
 func LateRecords[T any](f func(T)) WindowOption {
 	return windowOnly(func(o *nodeOptions) { o.late = f })
 }
@@ -614,7 +618,7 @@ func (j *Job) addNodeWith(name string, o nodeOptions, ports ...[]streamSrc) (*no
 	j.byName[name] = n
 	for port, srcs := range ports {
 		for _, s := range srcs {
-			e := &edge{from: s.node, to: n, port: port, part: s.part, keyHash: s.keyHash}
+			e := &edge{from: s.node, to: n, port: port, part: s.part, keyHash: s.keyHash, side: s.side}
 			if e.part == operator.Forward && e.from.parallelism != n.parallelism {
 				// A forward edge between different parallelisms cannot
 				// pair subtasks: it rebalances, as in Flink.

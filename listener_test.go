@@ -12,7 +12,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // notes records the checkpoint notifications of one kind of user code,
@@ -51,22 +50,24 @@ func (s *listeningSource) NotifyAborted(id uint64)        { s.notes.add(s.sub, i
 
 // listeningProcess sums per key and records its notifications.
 type listeningProcess struct {
-	sum   *operator.ValueState[uint64, uint64]
+	sum   *ValueState[uint64, uint64]
 	notes *notes
 }
 
-func (p *listeningProcess) Open(s *operator.KeyedScope[uint64]) error {
-	p.sum = operator.NewValueState[uint64, uint64](s, "sum")
+func (p *listeningProcess) Open(s *KeyedScope[uint64]) error {
+	p.sum = NewValueState[uint64, uint64](s, "sum")
 	return nil
 }
 
-func (p *listeningProcess) Process(ctx *operator.KeyedContext[uint64], v uint64, out *operator.Collector[string]) {
+func (p *listeningProcess) Process(ctx *KeyedContext[uint64], v uint64, out *Collector[string]) error {
 	sum, _ := p.sum.Value()
 	p.sum.Update(sum + v)
 	out.Emit(fmt.Sprint(sum + v))
+	return nil
 }
 
-func (p *listeningProcess) OnTimer(*operator.KeyedContext[uint64], int64, operator.TimeDomain, *operator.Collector[string]) {
+func (p *listeningProcess) OnTimer(*KeyedContext[uint64], int64, TimeDomain, *Collector[string]) error {
+	return nil
 }
 
 func (p *listeningProcess) NotifyComplete(id uint64) error { p.notes.add(0, id, true); return nil }
@@ -82,7 +83,7 @@ func (s *listeningSink) NotifyComplete(id uint64) error { s.notes.add(s.sub, id,
 func (s *listeningSink) NotifyAborted(id uint64)        { s.notes.add(s.sub, id, false) }
 
 // TestCheckpointListeners checks that user sources, process functions and
-// transactional sinks that implement operator.CheckpointListener are told
+// transactional sinks that implement CheckpointListener are told
 // of every checkpoint that completes and every one that is aborted, in
 // order, by every subtask; and that the output is still exact.
 func TestCheckpointListeners(t *testing.T) {

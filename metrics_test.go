@@ -39,7 +39,7 @@ func TestMetricsCountRecords(t *testing.T) {
 	kept := ringflow.Filter(doubled, "quarter", func(v uint64) bool { return v%8 == 0 })
 	counts := ringflow.MapWithState(ringflow.KeyBy(kept, func(v uint64) uint64 { return v % 100 }), "count",
 		func(c *int64, _ uint64) int64 { *c++; return *c })
-	ringflow.Sink(counts, "sink", func(int64) error { return nil })
+	ringflow.Sink(counts, "sink", func(context.Context, int64) error { return nil })
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestMetricsTimeSplit(t *testing.T) {
 		}
 		return v
 	})
-	ringflow.Sink(slow, "sink", func(uint64) error { return nil })
+	ringflow.Sink(slow, "sink", func(context.Context, uint64) error { return nil })
 	// NB: every task lives until the job is cancelled: a task's time is
 	// accounted from its first step to its last.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -166,7 +166,7 @@ func TestMetricsWatermark(t *testing.T) {
 	src := ringflow.SourceWithEventTime(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: 50_000}),
 		ringflow.WatermarkStrategy[uint64]{Timestamp: func(i uint64) int64 { return base + int64(i) }})
 	var seen time.Time
-	ringflow.Sink(ringflow.Rebalance(src), "sink", func(i uint64) error {
+	ringflow.Sink(ringflow.Rebalance(src), "sink", func(_ context.Context, i uint64) error {
 		if i == 40_000 {
 			m, _ := job.Metrics().Operator("gen")
 			seen = m.Watermark

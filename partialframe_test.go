@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // tagged is event with a field that makes its codec variable-size.
@@ -21,8 +20,8 @@ type tagged struct {
 // taggedCheck is seqCheck over tagged records.
 type taggedCheck struct{ seqCheck }
 
-func (p *taggedCheck) Process(ctx *operator.KeyedContext[uint64], e tagged, out *operator.Collector[string]) {
-	p.seqCheck.Process(ctx, event{Key: e.Key, Seq: e.Seq}, out)
+func (p *taggedCheck) Process(ctx *ringflow.KeyedContext[uint64], e tagged, out *ringflow.Collector[string]) error {
+	return p.seqCheck.Process(ctx, event{Key: e.Key, Seq: e.Seq}, out)
 }
 
 // TestUnalignedPartialFrames: a task whose records take 20µs each stops

@@ -15,7 +15,7 @@ func TestPauseCheckpoints(t *testing.T) {
 	src := ringflow.Source(job, "gen", ringflow.Generate(func(seq uint64) uint64 { return seq }, ringflow.GenOptions{Rate: 100_000}))
 	counts := ringflow.Reduce(ringflow.KeyBy(src, func(v uint64) uint64 { return v % 100 }), "sum",
 		func(acc, v uint64) uint64 { return acc + v })
-	ringflow.Sink(counts, "drop", func(uint64) error { return nil })
+	ringflow.Sink(counts, "drop", func(context.Context, uint64) error { return nil })
 	job.PauseCheckpoints(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -37,7 +37,7 @@ func (j *Job) validate() error {
 		}
 		if n.out == nil {
 			sinks++
-		} else if len(n.outputs) == 0 {
+		} else if len(n.sideEdges(nil)) == 0 {
 			errs = append(errs, newGraphError(ErrUnusedOutput, n.name, "operator %q: its output goes nowhere (add a Sink)", n.name))
 		}
 	}
@@ -121,10 +121,12 @@ func (j *Job) chains() []*chain {
 
 // chained reports whether e joins two operators of one chain: a forward
 // edge of equal parallelism, the only output of its upstream node and the
-// only input of its downstream one.
+// only input of its downstream one, carrying the main output. (So an
+// operator whose side outputs the job reads ends its chain: its gate
+// writes every output.)
 func (e *edge) chained() bool {
 	return e.part == operator.Forward && e.from.parallelism == e.to.parallelism && len(e.from.outputs) == 1 &&
-		len(e.to.inputs) == 1 && e.to.ports == 1
+		len(e.to.inputs) == 1 && e.to.ports == 1 && e.side == nil
 }
 
 // targets lists the downstream subtasks that upstream subtask u reaches
@@ -142,6 +144,13 @@ func (e *edge) targets(u int) []int {
 
 // codecError reports an edge whose records cannot cross a ring.
 func (e *edge) codecError() error {
+	if so := e.side; so != nil {
+		if so.ti.err != nil {
+			return newGraphError(ErrNoCodec, e.from.name, "operator %q: its side output %q of type %s cannot cross to %q: %v",
+				e.from.name, so.name, so.ti, e.to.name, so.ti.err)
+		}
+		return nil
+	}
 	if e.from.out.err != nil {
 		return newGraphError(ErrNoCodec, e.from.name, "operator %q: its output of type %s cannot cross to %q: %v (use WithCodec)",
 			e.from.name, e.from.out, e.to.name, e.from.out.err)

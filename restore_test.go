@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // The restore tests interrupt a job after some checkpoints, change it,
@@ -29,29 +28,31 @@ const (
 // in either order, and emits "key:count:sum" for every record.
 type countSum struct {
 	sumFirst   bool
-	count, sum *operator.ValueState[uint64, int64]
+	count, sum *ringflow.ValueState[uint64, int64]
 }
 
-func (p *countSum) Open(s *operator.KeyedScope[uint64]) error {
+func (p *countSum) Open(s *ringflow.KeyedScope[uint64]) error {
 	if p.sumFirst {
-		p.sum = operator.NewValueState[uint64, int64](s, "sum")
-		p.count = operator.NewValueState[uint64, int64](s, "count")
+		p.sum = ringflow.NewValueState[uint64, int64](s, "sum")
+		p.count = ringflow.NewValueState[uint64, int64](s, "count")
 	} else {
-		p.count = operator.NewValueState[uint64, int64](s, "count")
-		p.sum = operator.NewValueState[uint64, int64](s, "sum")
+		p.count = ringflow.NewValueState[uint64, int64](s, "count")
+		p.sum = ringflow.NewValueState[uint64, int64](s, "sum")
 	}
 	return nil
 }
 
-func (p *countSum) Process(ctx *operator.KeyedContext[uint64], e event, out *operator.Collector[string]) {
+func (p *countSum) Process(ctx *ringflow.KeyedContext[uint64], e event, out *ringflow.Collector[string]) error {
 	c, _ := p.count.Value()
 	s, _ := p.sum.Value()
 	p.count.Update(c + 1)
 	p.sum.Update(s + e.Value)
 	out.Emit(fmt.Sprintf("%d:%d:%d", ctx.Key(), c+1, s+e.Value))
+	return nil
 }
 
-func (p *countSum) OnTimer(*operator.KeyedContext[uint64], int64, operator.TimeDomain, *operator.Collector[string]) {
+func (p *countSum) OnTimer(*ringflow.KeyedContext[uint64], int64, ringflow.TimeDomain, *ringflow.Collector[string]) error {
+	return nil
 }
 
 func restoreEvent(i uint64) event {
@@ -102,7 +103,7 @@ func (c countJob) build(dir string) *ringflow.Job {
 			}
 			return a
 		})
-		ringflow.Sink(m, "max-sink", func(event) error { return nil })
+		ringflow.Sink(m, "max-sink", func(context.Context, event) error { return nil })
 	}
 	return job
 }

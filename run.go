@@ -47,6 +47,9 @@ func (j *Job) Run(ctx context.Context) error {
 	j.events = startEvents(j.cfg.Events)
 	err := j.run(ctx)
 	j.ctl.end(err)
+	for _, f := range j.ended {
+		f(err)
+	}
 	j.events.jobEnded(JobEndInfo{Err: err, Restarts: int(j.restarts.Load()), Duration: time.Since(start)})
 	j.events.close()
 	return err
@@ -123,6 +126,9 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		return err
 	}
 	defer p.close()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p.setAttempt(actx, cancel)
 	var cp *snapshot.Checkpoint
 	restoreStart := time.Now()
 	if store != nil {
@@ -184,7 +190,7 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		runtime.GC()
 	}
 	if store != nil {
-		coord := newCoordinator(j, store, p.tasks, p.workerOf, p.pool.Fail)
+		coord := newCoordinator(j, store, p.tasks, p.workerOf, func(err error) { cancel(err); p.pool.Fail(err) })
 		coord.wake, coord.at = p.pool.WakeFor, p.pool.At
 		coord.saturated, coord.offload = p.pool.Saturated, p.pool.Offload
 		for _, t := range p.tasks {
@@ -355,11 +361,13 @@ func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*op
 		Opts: operator.TaskOptions{MaxDelay: j.cfg.MaxBatchDelay, Debloat: j.cfg.Debloat}}
 	var down any
 	var downCtx *operator.Context // the context of the operator down feeds, in the chain
+	var sides map[*sideOut]any    // the side outputs' gates, feeding which the tail emits to them
 	if tail := c.tail(); tail.out != nil {
-		in, g, err := p.buildGate(tail, i, rings)
+		in, ss, g, err := p.buildGate(tail, i, rings)
 		if err != nil {
 			return nil, err
 		}
+		sides = ss
 		ctx, err := p.context(tail, i)
 		if err != nil {
 			return nil, err
@@ -381,6 +389,12 @@ func (p *physical) buildTask(c *chain, i int, rings map[ringKey]*ring.Ring) (*op
 				into = downCtx.Metrics
 			}
 			down = n.out.count(down, ctx.Metrics, into)
+		}
+		if n == c.tail() && len(sides) > 0 {
+			ctx.SideOutputs = map[string]operator.SideOutput{}
+			for so, in := range sides {
+				ctx.SideOutputs[so.name] = so.newOut(in)
+			}
 		}
 		inputs, op := n.build(ctx, down)
 		if k == 0 {
@@ -415,9 +429,41 @@ func (p *physical) context(n *node, i int) (*operator.Context, error) {
 		Metrics: p.job.metricsOf(n.name, i)}, nil
 }
 
-func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, *gateOps, error) {
-	var edges []operator.EdgeOut
-	for _, e := range n.outputs {
+func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, map[*sideOut]any, *gateOps, error) {
+	opts := operator.GateOptions{Timed: n.timed, FrameBytes: p.job.cfg.FrameBytes}
+	in, g, err := p.gateOf(n, n.out, n.sideEdges(nil), i, rings, opts)
+	if err != nil || n.sides == nil || len(n.sides.list) == 0 {
+		return in, nil, g, err
+	}
+	// NB: the gates of the side outputs the job reads follow the main
+	// output's, and their edges are numbered after its edges.
+	sides := map[*sideOut]any{}
+	parts := []operator.GatePart{g.op.(operator.GatePart)}
+	for _, so := range n.sides.list {
+		edges := n.sideEdges(so)
+		if len(edges) == 0 {
+			continue
+		}
+		sin, sg, err := p.gateOf(n, so.ti, edges, i, rings, opts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sides[so] = sin
+		parts = append(parts, sg.op.(operator.GatePart))
+	}
+	if len(parts) == 1 {
+		return in, nil, g, nil
+	}
+	gs := operator.NewGates(parts...)
+	return in, sides, &gateOps{op: gs, ports: gs.Ports(), idle: gs}, nil
+}
+
+// gateOf makes the gate of subtask i of n that writes records of type ti
+// to edges.
+func (p *physical) gateOf(n *node, ti *typeInfo, edges []*edge, i int, rings map[ringKey]*ring.Ring,
+	opts operator.GateOptions) (any, *gateOps, error) {
+	var outs []operator.EdgeOut
+	for _, e := range edges {
 		eo := operator.EdgeOut{Partitioning: e.part, KeyHash: e.keyHash}
 		for _, d := range e.targets(i) {
 			eo.Writers = append(eo.Writers, rings[ringKey{e, i, d}].Writer())
@@ -429,10 +475,9 @@ func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any,
 			}
 			eo.Partitioner = part
 		}
-		edges = append(edges, eo)
+		outs = append(outs, eo)
 	}
-	opts := operator.GateOptions{Timed: n.timed, FrameBytes: p.job.cfg.FrameBytes}
-	in, g, err := n.out.gate(opts, edges)
+	in, g, err := ti.gate(opts, outs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("operator %q: %w", n.name, err)
 	}
@@ -448,7 +493,7 @@ func (p *physical) channels(n *node, i int, inputs []any, rings map[ringKey]*rin
 		if e.part == operator.Hash {
 			keyHash = e.keyHash
 		}
-		mk := e.from.out.input(inputs[e.port], e.from.timed, keyHash)
+		mk := e.typ().input(inputs[e.port], e.from.timed, keyHash)
 		for u := range e.from.parallelism {
 			r, ok := rings[ringKey{e, u, i}]
 			if !ok {

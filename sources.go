@@ -2,6 +2,7 @@ package ringflow
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -191,10 +192,13 @@ type BlockingReader[T any] interface {
 	// Next returns the next record and the position after it: a position
 	// to resume from, as Source.Position would return it after the
 	// record (the source keeps the slice: Next must not change it later).
-	// It returns io.EOF at the end of the input.
-	Next() (rec T, pos []byte, err error)
-	// Close releases the reader. It must make a Next that is blocked
-	// return (with any error).
+	// It returns io.EOF at the end of the input. ctx is done when the
+	// source closes (the job ends, fails or restarts): a Next that blocks
+	// should return then, with any error.
+	Next(ctx context.Context) (rec T, pos []byte, err error)
+	// Close releases the reader. It is called once ctx is done, maybe
+	// while Next still blocks: a reader whose Next cannot wait on ctx (a
+	// read from a connection) makes it return here.
 	Close() error
 }
 
@@ -205,6 +209,8 @@ type BlockingReader[T any] interface {
 // read that waits for input holds back neither the worker's other tasks
 // nor checkpoints: a checkpoint's position is that of the last record Read
 // handed over, and the records read ahead are read again after a restore.
+// An error from open or Next fails the task, and the job restarts as
+// Config.Restart says.
 func FromBlocking[T any](open func(subtask, parallelism int, pos []byte) (BlockingReader[T], error), buffer int) NewSource[T] {
 	return func() SourceFunc[T] { return &blockingSource[T]{open: open, buffer: max(buffer, 1)} }
 }
@@ -214,7 +220,7 @@ type blockingSource[T any] struct {
 	buffer int
 	r      BlockingReader[T]
 	recs   chan blockingRec[T]
-	stop   chan struct{}
+	stop   context.CancelFunc
 	done   chan struct{}
 	pos    []byte
 	err    error // the reader's final error (io.EOF at the end)
@@ -231,21 +237,22 @@ func (s *blockingSource[T]) Open(subtask, parallelism int, pos []byte) error {
 	if err != nil {
 		return err
 	}
-	s.r, s.pos = r, pos
-	s.recs, s.stop, s.done = make(chan blockingRec[T], s.buffer), make(chan struct{}), make(chan struct{})
-	go s.readAhead()
+	ctx, stop := context.WithCancel(context.Background())
+	s.r, s.pos, s.stop = r, pos, stop
+	s.recs, s.done = make(chan blockingRec[T], s.buffer), make(chan struct{})
+	go s.readAhead(ctx)
 	return nil
 }
 
 // readAhead runs on the source's goroutine until the reader fails or ends,
 // or Close stops it.
-func (s *blockingSource[T]) readAhead() {
+func (s *blockingSource[T]) readAhead(ctx context.Context) {
 	defer close(s.done)
 	for {
-		rec, pos, err := s.r.Next()
+		rec, pos, err := s.r.Next(ctx)
 		select {
 		case s.recs <- blockingRec[T]{rec, pos, err}:
-		case <-s.stop:
+		case <-ctx.Done():
 			return
 		}
 		if err != nil {
@@ -285,7 +292,7 @@ func (s *blockingSource[T]) Close() error {
 	if s.r == nil {
 		return nil
 	}
-	close(s.stop)
+	s.stop()
 	err := s.r.Close()
 	<-s.done
 	return err

@@ -20,7 +20,7 @@ func TestJobStalls(t *testing.T) {
 		}
 		return v
 	})
-	ringflow.Sink(slow, "sink", func(uint64) error { return nil })
+	ringflow.Sink(slow, "sink", func(context.Context, uint64) error { return nil })
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	parsed := ringflow.Map(src, "parse", func(v uint64) uint64 { return v >> 3 })
 	counts := ringflow.MapWithState(ringflow.KeyBy(parsed, func(v uint64) uint64 { return v % 1000 }), "count",
 		func(c *int64, _ uint64) int64 { *c++; return *c })
-	ringflow.Sink(counts, "sink", func(int64) error { return nil }, ringflow.Parallelism(1))
+	ringflow.Sink(counts, "sink", func(context.Context, int64) error { return nil }, ringflow.Parallelism(1))
 
 	srv := httptest.NewServer(ringflow.StatusHandler(job))
 	defer srv.Close()

@@ -33,7 +33,7 @@ func statusJob(t testing.TB, unaligned bool, count uint64, records func()) *ring
 	doubled := ringflow.Map(src, "double", func(v uint64) uint64 { return 2 * v })
 	counts := ringflow.MapWithState(ringflow.KeyBy(doubled, func(v uint64) uint64 { return v % 100 }), "count",
 		func(c *int64, _ uint64) int64 { *c++; return *c })
-	ringflow.Sink(counts, "sink", func(int64) error { records(); return nil }, ringflow.Parallelism(1))
+	ringflow.Sink(counts, "sink", func(context.Context, int64) error { records(); return nil }, ringflow.Parallelism(1))
 	return job
 }
 

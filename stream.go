@@ -1,6 +1,7 @@
 package ringflow
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -22,7 +23,8 @@ type Stream[T any] struct {
 type streamSrc struct {
 	node    *node
 	part    operator.Partitioning
-	keyHash any // operator.KeyHasher[T] for Hash
+	keyHash any      // operator.KeyHasher[T] for Hash
+	side    *sideOut // the side output the stream is; nil: the main output
 }
 
 // KeyedStream is a stream partitioned by key: the operators applied to it
@@ -32,7 +34,9 @@ type KeyedStream[K comparable, T any] struct {
 	keys operator.KeyFuncs[K, T]
 }
 
-// Collector gathers records a FlatMap or process function emits.
+// Collector gathers records a FlatMap or process function emits: Emit
+// emits one with the timestamp of the record (or timer) at hand, EmitAt
+// with a timestamp of its own.
 type Collector[T any] = operator.Collector[T]
 
 // Codec encodes records of type T into ring frames; see operator.Codec.
@@ -180,7 +184,7 @@ func (s anyStream) operators() string {
 func Rebalance[T any](s Stream[T]) Stream[T] {
 	r := Stream[T]{job: s.job}
 	for _, src := range s.srcs {
-		r.srcs = append(r.srcs, streamSrc{node: src.node, part: operator.Rebalance})
+		r.srcs = append(r.srcs, streamSrc{node: src.node, part: operator.Rebalance, side: src.side})
 	}
 	return r
 }
@@ -200,7 +204,7 @@ func KeyBy[K comparable, T any](s Stream[T], key func(T) K) KeyedStream[K, T] {
 	}
 	k := KeyedStream[K, T]{Stream: Stream[T]{job: s.job}, keys: keys}
 	for _, src := range s.srcs {
-		k.srcs = append(k.srcs, streamSrc{node: src.node, part: operator.Hash, keyHash: keyHash})
+		k.srcs = append(k.srcs, streamSrc{node: src.node, part: operator.Hash, keyHash: keyHash, side: src.side})
 	}
 	return k
 }
@@ -256,15 +260,16 @@ func Aggregate[K comparable, T, A, O any](k KeyedStream[K, T], name string, agg 
 	})
 }
 
-// ProcessFunc is keyed user code with state and timers; see
-// operator.ProcessFunc.
-type ProcessFunc[K comparable, T, O any] = operator.ProcessFunc[K, T, O]
-
-// Process adds a keyed operator running fn, which may keep keyed state
-// (operator.NewValueState, operator.NewMapState) and set timers.
+// Process adds a keyed operator running fn's function in each subtask:
+// user code that sees one record at a time with its key, keeps named keyed
+// state, sets timers and emits to its output and to side outputs (see
+// ProcessFunc, and Example_processFunction). An error it returns fails the
+// task, naming the operator and subtask, and the job restarts as
+// Config.Restart says.
 func Process[K comparable, T, O any](k KeyedStream[K, T], name string, fn func() ProcessFunc[K, T, O], opts ...Option) Stream[O] {
 	n, o := k.job.addNode(name, opts, k.srcs)
 	n.keyed = true
+	n.sides = &sideOutputs{}
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		op := operator.NewProcess(k.keys, fn(), down.(operator.Input[O]))
 		return []any{operator.Input[T](op)}, op
@@ -281,7 +286,9 @@ type WindowResult[K comparable, O any] = operator.WindowResult[K, O]
 
 // Window adds a keyed operator that aggregates each key's records per
 // event-time window and emits each window's result once the watermark
-// passes its end.
+// passes its end. Records that come too late for every window they belong
+// to go to a side output, if LateOutput names one (or to a LateRecords
+// function), and are counted in Metrics.LateDropped.
 func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windows, agg AggregateFunc[T, A, O], opts ...WindowOption) Stream[WindowResult[K, O]] {
 	var wopts nodeOptions
 	for _, opt := range opts {
@@ -293,18 +300,33 @@ func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windo
 		k.job.graphErrorf(ErrBadArgument, name, "window %q: %v", name, err)
 	}
 	wo := operator.WindowOptions[T]{AllowedLateness: o.lateness}
-	if o.late != nil {
-		f, ok := o.late.(func(T))
-		if !ok {
-			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name, Kind: ErrTypeMismatch,
-				Problem: fmt.Sprintf("takes a func(%s), the window's input, not a %T", reflect.TypeFor[T](), o.late)})
+	var lateFn func(T)
+	switch late := o.late.(type) {
+	case nil:
+	case func(T):
+		lateFn, wo.LateOutput = late, lateCallback
+	case OutputTag[T]:
+		if err := operator.CheckSideOutputName(late.Name()); err != nil {
+			k.job.errs = append(k.job.errs, &ConfigError{Field: "LateOutput", Operator: name, Problem: err.Error()})
+			break
 		}
-		wo.Late = f
+		wo.LateOutput = late.Name()
+		n.sides = &sideOutputs{fixed: map[string]reflect.Type{late.Name(): reflect.TypeFor[T]()}}
+	case interface{ Type() reflect.Type }:
+		k.job.errs = append(k.job.errs, &ConfigError{Field: "LateOutput", Operator: name, Kind: ErrTypeMismatch,
+			Problem: fmt.Sprintf("takes an OutputTag[%s], the window's input, not an OutputTag[%s]", reflect.TypeFor[T](), late.Type())})
+	default:
+		k.job.errs = append(k.job.errs, &ConfigError{Field: "LateRecords", Operator: name, Kind: ErrTypeMismatch,
+			Problem: fmt.Sprintf("takes a func(%s), the window's input, not a %T", reflect.TypeFor[T](), o.late)})
 	}
 	if !k.timed() {
 		k.job.graphErrorf(ErrEventTime, name, "window %q: its input has no event time (use SourceWithEventTime)", name)
 	}
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		if lateFn != nil {
+			// LateRecords: the late records' side output feeds the function.
+			ctx.SideOutputs = map[string]operator.SideOutput{lateCallback: operator.NewSideOutput(operator.FuncInput(lateFn))}
+		}
 		op := operator.NewWindowAgg(k.keys, w, agg, wo, down.(operator.Input[WindowResult[K, O]]))
 		return []any{operator.Input[T](op)}, op
 	}
@@ -335,9 +357,13 @@ func WindowJoin[K comparable, L, R, O any](left KeyedStream[K, L], right KeyedSt
 	return newStream[O](j, n, o, true)
 }
 
-// Sink adds an operator that hands every record to f. An error from f fails
-// the job.
-func Sink[T any](s Stream[T], name string, f func(T) error, opts ...SinkOption) {
+// Sink adds an operator that hands every record to f, on the subtask's
+// worker thread: while f blocks, the worker's other tasks wait. f gets the
+// context of the job's attempt, done when the job is cancelled or a task
+// fails, so that a write that blocks can give up. An error from f fails the
+// task, naming the operator and subtask, and the job restarts as
+// Config.Restart says (or fails).
+func Sink[T any](s Stream[T], name string, f func(ctx context.Context, rec T) error, opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
@@ -351,23 +377,24 @@ func Sink[T any](s Stream[T], name string, f func(T) error, opts ...SinkOption) 
 // starts, before any record flows (and again when it restarts after a
 // failure), with the subtask's index in [0, parallelism); the function it
 // returns then receives every batch that reaches that subtask, in order,
-// never concurrently. A batch is only valid during the call:
-// copy what must outlive it. An error from the function, a panic, or a nil
-// function from open fails the job.
+// never concurrently, with the context of the job's attempt (as Sink's
+// function). A batch is only valid during the call: copy what must
+// outlive it. An error from the function, a panic, or a nil function from
+// open fails the task.
 //
 // Compared with Sink, it spends one call per batch instead of one per
 // record, and lets each subtask keep its own state without locks:
 //
-//	ringflow.SinkBatches(counts, "sum", func(subtask int) func([]Count) error {
+//	ringflow.SinkBatches(counts, "sum", func(subtask int) func(context.Context, []Count) error {
 //		total := &totals[subtask]
-//		return func(cs []Count) error {
+//		return func(_ context.Context, cs []Count) error {
 //			for _, c := range cs {
 //				*total += c.N
 //			}
 //			return nil
 //		}
 //	})
-func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func([]T) error, opts ...SinkOption) {
+func SinkBatches[T any](s Stream[T], name string, open func(subtask int) func(ctx context.Context, batch []T) error, opts ...SinkOption) {
 	n := s.job.addSink(name, opts, s.srcs)
 	s.checkTimed(name)
 	if open == nil {

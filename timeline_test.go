@@ -22,7 +22,7 @@ func TestCheckpointTimeline(t *testing.T) {
 	doubled := ringflow.Map(src, "double", func(v uint64) uint64 { return 2 * v })
 	counts := ringflow.MapWithState(ringflow.KeyBy(doubled, func(v uint64) uint64 { return v % 100 }), "count",
 		func(c *int64, _ uint64) int64 { *c++; return *c })
-	ringflow.Sink(counts, "sink", func(int64) error { return nil }, ringflow.Parallelism(1))
+	ringflow.Sink(counts, "sink", func(context.Context, int64) error { return nil }, ringflow.Parallelism(1))
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestGraph(t *testing.T) {
 	doubled := ringflow.Map(src, "double", func(v uint64) uint64 { return 2 * v })
 	counts := ringflow.MapWithState(ringflow.KeyBy(doubled, func(v uint64) uint64 { return v % 100 }), "count",
 		func(c *int64, _ uint64) int64 { *c++; return *c })
-	ringflow.Sink(counts, "sink", func(int64) error { return nil }, ringflow.Parallelism(1))
+	ringflow.Sink(counts, "sink", func(context.Context, int64) error { return nil }, ringflow.Parallelism(1))
 	g := job.Graph()
 	wantOps := []ringflow.GraphOperator{
 		{Name: "gen", Parallelism: 2, Kind: "source", Task: "gen"},

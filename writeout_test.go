@@ -49,7 +49,7 @@ func TestWriteOutOnWorkers(t *testing.T) {
 		*c++
 		return *c
 	})
-	Sink(counts, "sink", func(int64) error { return nil })
+	Sink(counts, "sink", func(context.Context, int64) error { return nil })
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package operator
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Base gives an operator the Operator methods it has nothing to do in. It
 // keeps the Context that Open receives.
@@ -168,17 +171,17 @@ func (m *FlatMap[T, U]) Push(recs []T, ts []int64) {
 }
 
 // BatchSink hands each batch of records that reaches one instance to the
-// function that instance's open call returned; an error from it fails the
-// job.
+// function that instance's open call returned, with the job's attempt
+// context (Context.Attempt); an error from it fails the job.
 type BatchSink[T any] struct {
 	Base
-	open  func(subtask int) func([]T) error
-	write func([]T) error
+	open  func(subtask int) func(ctx context.Context, batch []T) error
+	write func(context.Context, []T) error
 }
 
 // NewBatchSink returns a batch sink operator; open is called once per
 // instance, in Open.
-func NewBatchSink[T any](open func(subtask int) func([]T) error) *BatchSink[T] {
+func NewBatchSink[T any](open func(subtask int) func(ctx context.Context, batch []T) error) *BatchSink[T] {
 	return &BatchSink[T]{open: open}
 }
 
@@ -198,26 +201,27 @@ func (s *BatchSink[T]) Push(recs []T, _ []int64) {
 	if len(recs) == 0 {
 		return
 	}
-	if err := s.write(recs); err != nil {
+	if err := s.write(s.Ctx.Ctx(), recs); err != nil {
 		Fail(s.Ctx, err)
 	}
 }
 
-// Sink hands every record to a user function; an error from it fails the
-// job.
+// Sink hands every record to a user function, with the job's attempt
+// context (Context.Attempt); an error from it fails the job.
 type Sink[T any] struct {
 	Base
-	f func(T) error
+	f func(context.Context, T) error
 }
 
 // NewSink returns a sink operator.
-func NewSink[T any](f func(T) error) *Sink[T] { return &Sink[T]{f: f} }
+func NewSink[T any](f func(ctx context.Context, rec T) error) *Sink[T] { return &Sink[T]{f: f} }
 
 // Push implements Input.
 func (s *Sink[T]) Push(recs []T, _ []int64) {
 	defer Guard(s.Ctx)
+	ctx := s.Ctx.Ctx()
 	for i := range recs {
-		if err := s.f(recs[i]); err != nil {
+		if err := s.f(ctx, recs[i]); err != nil {
 			Fail(s.Ctx, err)
 		}
 	}

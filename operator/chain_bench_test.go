@@ -1,6 +1,9 @@
 package operator
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 type benchRec struct {
 	Seq, Key uint64
@@ -16,7 +19,7 @@ type countSink struct {
 // batches of 1024 records, per record.
 func BenchmarkChainMapFilterSink(b *testing.B) {
 	var cs countSink
-	sink := NewSink(func(r benchRec) error { cs.n++; cs.sum += r.Seq; return nil })
+	sink := NewSink(func(_ context.Context, r benchRec) error { cs.n++; cs.sum += r.Seq; return nil })
 	filter := NewFilter(func(r benchRec) bool { return r.Value&1 == 1 }, Input[benchRec](sink))
 	m := NewMap(func(r benchRec) benchRec { r.Value += int64(r.Key); return r }, Input[benchRec](filter))
 	ctx := &Context{Operator: "x"}
@@ -66,7 +69,7 @@ func BenchmarkFilterOnly(b *testing.B) {
 
 func BenchmarkSinkOnly(b *testing.B) {
 	var cs countSink
-	m := NewSink(func(r benchRec) error { cs.n++; cs.sum += r.Seq; return nil })
+	m := NewSink(func(_ context.Context, r benchRec) error { cs.n++; cs.sum += r.Seq; return nil })
 	m.Ctx = &Context{}
 	batch := benchBatch()
 	for b.Loop() {

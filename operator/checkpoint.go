@@ -278,7 +278,7 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 	r.ID, r.TriggerTime, r.SnapshotTime = id, trigger, start
 	if t.Source != nil {
 		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctx.Operator, Subtask: t.Ctx.Subtask,
-			Position: append(r.posBuf[:0], t.Source.Position()...)})
+			Position: append(r.posBuf[:0], t.Source.PositionFor(id)...)})
 	}
 	for i, op := range t.Ops {
 		cp, ok := op.(Checkpointed)

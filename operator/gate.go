@@ -243,6 +243,9 @@ func (r replayEdge[T]) Push(recs []T, ts []int64) {
 	}
 }
 
+// edgeCount returns the number of the gate's edges (see Gates).
+func (g *Gate[T]) edgeCount() int { return len(g.edges) }
+
 // Ports returns the gate's rings as the task drives them.
 func (g *Gate[T]) Ports() []Port {
 	ports := make([]Port, len(g.all))

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // rolling count, and returns it and the count.
 func countingTask(t *testing.T, n int, checkpoints bool) (*Task, *MapWithState[uint64, uint64, int64, int64]) {
 	t.Helper()
-	sink := NewSink(func(int64) error { return nil })
+	sink := NewSink(func(context.Context, int64) error { return nil })
 	kf := KeyFuncs[uint64, uint64]{Key: func(r uint64) uint64 { return r }, Hash: keygroups.HashUint64}
 	count := NewMapWithState(kf, func(s *int64, _ uint64) int64 { *s++; return *s }, sink)
 	src := NewSourceRunner[uint64](&burstSource{n: n}, 1024, nil, nil, count)

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func benchKeyedVsGoMap(b *testing.B, newOp func(KeyFuncs[uint64, benchRec], Inpu
 		recs[i] = benchRec{Seq: uint64(i), Key: rng.Uint64N(keys), Value: 1}
 	}
 	var sum int64
-	sink := NewSink(func(r benchRec) error { sum += r.Value; return nil })
+	sink := NewSink(func(_ context.Context, r benchRec) error { sum += r.Value; return nil })
 	kf := KeyFuncs[uint64, benchRec]{Key: func(r benchRec) uint64 { return r.Key }, Hash: keygroups.HashUint64}
 	op := newOp(kf, sink)
 	ctx := &Context{Operator: "count", Parallelism: 1, MaxParallelism: 128, KeyGroups: keygroups.Range{Start: 0, End: 128}}

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -74,6 +75,15 @@ type Context struct {
 	HugePages bool
 	// Metrics of this instance.
 	Metrics *Metrics
+	// Attempt is the context of the job's current attempt: it is done when
+	// the attempt ends — the job's context is cancelled, or a task failed
+	// (the job then restarts, or fails). User code that blocks (a sink's
+	// write, a source's reader) waits on it, so that a failure elsewhere
+	// does not wait for it. Nil is context.Background().
+	Attempt context.Context
+	// SideOutputs are the side outputs of the instance the job reads, by
+	// name (see OutputTag); nil if it reads none.
+	SideOutputs map[string]SideOutput
 
 	// idleWork is what the instance's state does while its task has no
 	// records waiting (see Task.idleStatus): each call does a piece of a
@@ -84,6 +94,14 @@ type Context struct {
 	closers []func()
 	// declared is the state the instance declared as it opened.
 	declared []StateDecl
+}
+
+// Ctx returns c.Attempt, or context.Background() if it is nil.
+func (c *Context) Ctx() context.Context {
+	if c == nil || c.Attempt == nil {
+		return context.Background()
+	}
+	return c.Attempt
 }
 
 // StateDecl is one piece of state an operator instance declares: its name,

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -10,15 +12,23 @@ import (
 // ProcessFunc is user code that sees one keyed record at a time, with keyed
 // state and timers (Flink's KeyedProcessFunction). A ProcessFunc that
 // implements CheckpointListener is told when checkpoints complete or abort.
+//
+// Process and OnTimer run on a worker thread, between the task's other
+// work: they should not block (ctx.Context is there for calls that take a
+// context, done when the job's attempt ends). An error from Open, Process
+// or OnTimer, or a panic, fails the task with an *Error naming the
+// operator and subtask; the job then restarts as its restart strategy
+// says, or fails.
 type ProcessFunc[K comparable, T, O any] interface {
 	// Open declares the function's state (NewValueState, NewMapState,
 	// NewListState) on s.
 	Open(s *KeyedScope[K]) error
-	// Process handles one record of the current key.
-	Process(ctx *KeyedContext[K], rec T, out *Collector[O])
+	// Process handles one record of the current key. It emits through out,
+	// and to side outputs through OutputTag.Emit(ctx, ...).
+	Process(ctx *KeyedContext[K], rec T, out *Collector[O]) error
 	// OnTimer handles a timer of the current key that fired at ts: event
 	// time (epoch ms) for event-time timers, Unix ms for processing time.
-	OnTimer(ctx *KeyedContext[K], ts int64, domain TimeDomain, out *Collector[O])
+	OnTimer(ctx *KeyedContext[K], ts int64, domain TimeDomain, out *Collector[O]) error
 }
 
 // TimeDomain says which clock a timer follows.
@@ -40,7 +50,7 @@ type KeyedScope[K comparable] struct {
 }
 
 // KeyedContext is the current key, the current record's timestamp, the
-// watermark, and the timer service.
+// watermark, the timer service and the side outputs (it is an Outputs).
 type KeyedContext[K comparable] struct {
 	key  K
 	hash uint64
@@ -49,6 +59,19 @@ type KeyedContext[K comparable] struct {
 	op   interface {
 		timer(ts int64, d TimeDomain, k K, h uint64, del bool)
 	}
+	sides *sideOutputs
+	ctx   *Context
+}
+
+// Context returns the context of the job's current attempt, done when the
+// attempt ends (see Context.Attempt), for calls that take one.
+func (c *KeyedContext[K]) Context() context.Context { return c.ctx.Ctx() }
+
+func (c *KeyedContext[K]) sideOutput(name string) (SideOutput, int64) {
+	if c.sides == nil {
+		return nil, 0
+	}
+	return c.sides.find(name), c.ts
 }
 
 // Key returns the current key.
@@ -72,6 +95,12 @@ func (c *KeyedContext[K]) DeleteEventTimer(ts int64) { c.op.timer(ts, EventTime,
 // RegisterProcessingTimer asks for OnTimer when the wall clock reaches t.
 func (c *KeyedContext[K]) RegisterProcessingTimer(t time.Time) {
 	c.op.timer(t.UnixMilli(), ProcessingTime, c.key, c.hash, false)
+}
+
+// DeleteProcessingTimer cancels a processing-time timer of the current key
+// set for t.
+func (c *KeyedContext[K]) DeleteProcessingTimer(t time.Time) {
+	c.op.timer(t.UnixMilli(), ProcessingTime, c.key, c.hash, true)
 }
 
 // ValueState is one value per key.
@@ -210,6 +239,7 @@ type Process[K comparable, T, O any] struct {
 	// them: [EventTime] and [ProcessingTime].
 	timers [2]*keyedTable[keyTimer[K], bool]
 	out    Collector[O]
+	sides  sideOutputs
 	hashes []uint64
 	klist  []K
 }
@@ -231,6 +261,8 @@ func (p *Process[K, T, O]) Open(ctx *Context) (err error) {
 	p.timers[EventTime] = newTable[keyTimer[K], bool](ctx, "event-timers", th)
 	p.timers[ProcessingTime] = newTable[keyTimer[K], bool](ctx, "processing-timers", th)
 	p.tables = []stateTable{p.timers[EventTime], p.timers[ProcessingTime]}
+	p.sides = newSideOutputs(ctx)
+	p.cur.sides, p.cur.ctx = &p.sides, ctx
 	return p.fn.Open(&KeyedScope[K]{ctx: ctx, hash: p.keys.Hash, cur: &p.cur, tables: &p.tables})
 }
 
@@ -309,9 +341,12 @@ func (p *Process[K, T, O]) Push(recs []T, ts []int64) {
 		if ts != nil {
 			p.cur.ts, p.out.now = ts[i], ts[i]
 		}
-		p.fn.Process(&p.cur, recs[i], &p.out)
+		if err := p.fn.Process(&p.cur, recs[i], &p.out); err != nil {
+			Fail(p.Ctx, err)
+		}
 	}
 	p.out.flush(p.next)
+	p.sides.flush()
 }
 
 // Watermark implements Operator: event-time timers up to wm fire.
@@ -347,7 +382,10 @@ func (p *Process[K, T, O]) fireTimers(q *timerQueue[keyTimer[K]], upTo int64, d 
 		}
 		p.timers[d].m.DeleteHashed(cow.SubKeyHash(t.hash, uint64(t.ts), p.Ctx.MaxParallelism), t)
 		p.cur.key, p.cur.hash, p.cur.ts, p.out.now = t.key, t.hash, ts, ts
-		p.fn.OnTimer(&p.cur, ts, d, &p.out)
+		if err := p.fn.OnTimer(&p.cur, ts, d, &p.out); err != nil {
+			Fail(p.Ctx, fmt.Errorf("timer at %d: %w", ts, err))
+		}
 	}
 	p.out.flush(p.next)
+	p.sides.flush()
 }

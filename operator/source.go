@@ -39,6 +39,14 @@ type Source[T any] interface {
 	Close() error
 }
 
+// CheckpointPositioner is implemented by sources that need to know which
+// checkpoint a position goes into, to act when that checkpoint completes
+// (as a CheckpointListener): a task taking a checkpoint asks such a
+// source for its position with PositionFor instead of Position.
+type CheckpointPositioner interface {
+	PositionFor(checkpoint uint64) []byte
+}
+
 // Pacer is implemented by sources that produce on a schedule: NextReady says
 // when the next record is due (the zero time: now, or never when exhausted).
 type Pacer interface {
@@ -81,6 +89,9 @@ type SourceDriver interface {
 	NextReady() time.Time
 	// Position returns the source's position (see Source).
 	Position() []byte
+	// PositionFor returns the source's position as it goes into checkpoint
+	// id (see CheckpointPositioner).
+	PositionFor(id uint64) []byte
 	// Restore sets the position Open resumes from.
 	Restore(pos []byte)
 }
@@ -180,6 +191,15 @@ func (s *SourceRunner[T]) NextReady() time.Time {
 
 // Position implements SourceDriver.
 func (s *SourceRunner[T]) Position() []byte { return s.src.Position() }
+
+// PositionFor implements SourceDriver.
+func (s *SourceRunner[T]) PositionFor(id uint64) []byte {
+	if p, ok := s.src.(CheckpointPositioner); ok {
+		defer Guard(s.Ctx)
+		return p.PositionFor(id)
+	}
+	return s.src.Position()
+}
 
 // Restore implements SourceDriver.
 func (s *SourceRunner[T]) Restore(pos []byte) { s.pos = pos }

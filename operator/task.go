@@ -29,8 +29,13 @@ type Task struct {
 	// Checkpoints connects the task to the checkpoint coordinator; nil when
 	// checkpoints are off.
 	Checkpoints *Checkpoints
-	tickers     []Ticker
-	idleWork    []func() bool // the operators' (Context.idleWork)
+	// OnFail, if set, is called with the error of a step that fails the
+	// task, before the step returns it: the job cancels its attempt's
+	// context (Context.Attempt), so that user code blocked elsewhere
+	// returns.
+	OnFail   func(error)
+	tickers  []Ticker
+	idleWork []func() bool // the operators' (Context.idleWork)
 
 	wm   int64 // watermark last passed down the chain
 	idle bool  // outputs marked idle
@@ -303,6 +308,11 @@ func (t *Task) Step(now time.Time) (st sched.Status, err error) {
 // into an *Error naming the head.
 func (t *Task) recover(st *sched.Status, errp *error) {
 	t.endState(*st)
+	defer func() {
+		if *errp != nil && t.OnFail != nil {
+			t.OnFail(*errp)
+		}
+	}()
 	r := recover()
 	if r == nil {
 		if *errp != nil {

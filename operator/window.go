@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/ringflow/ringflow/snapshot/cow"
@@ -94,9 +95,11 @@ type WindowOptions[T any] struct {
 	// AllowedLateness keeps a window's state this long after it fired;
 	// records arriving meanwhile update it and fire it again.
 	AllowedLateness time.Duration
-	// Late, if set, receives the records that arrive after their windows'
-	// allowed lateness (they are always counted in Metrics.LateDropped).
-	Late func(T)
+	// LateOutput, if set, names the side output (Context.SideOutputs) that
+	// receives the records that arrive after their windows' allowed
+	// lateness, with their timestamps; they are counted in
+	// Metrics.LateDropped either way.
+	LateOutput string
 }
 
 // winHash is the state hash of a key's window: in the key's key group, but
@@ -131,6 +134,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	fire     windowTimers[winKey[K]] // at the window's max timestamp
 	cleanup  windowTimers[winKey[K]] // at max timestamp + allowed lateness
 	sessions map[K][]Window          // a key's open sessions; derived from state
+	late     *sideCollector[T]       // the late records' side output, if the job reads it
 	wm       int64
 	out      []WindowResult[K, O]
 	outTs    []int64
@@ -158,6 +162,17 @@ func (o *WindowAgg[K, T, A, O]) Open(ctx *Context) error {
 	if o.windows.Kind == Session {
 		o.sessions = make(map[K][]Window)
 	}
+	if name := o.opts.LateOutput; name != "" {
+		if out, ok := ctx.SideOutputs[name]; ok {
+			late, ok := out.(*sideCollector[T])
+			if !ok {
+				return fmt.Errorf("late records' side output %q: carries %s, not the window's input, %s",
+					name, out.recordType(), reflect.TypeFor[T]())
+			}
+			late.reset(ctx.Timed)
+			o.late = late
+		}
+	}
 	return nil
 }
 
@@ -180,11 +195,12 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 		if o.windows.Kind == Session {
 			o.assigned[0] = o.mergeSessions(k, h, o.assigned[0])
 		}
+		taken := false
 		for _, win := range o.assigned {
 			if win.MaxTimestamp()+lateness <= o.wm {
-				o.late(recs[i])
 				continue
 			}
+			taken = true
 			wk := winKey[K]{k, win}
 			p := upsert(o.Ctx, o.state, winHash(h, win, o.Ctx.MaxParallelism), wk)
 			if !p.ok {
@@ -196,8 +212,14 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 				o.emit(wk, p.acc)
 			}
 		}
+		if !taken {
+			o.lateRecord(recs[i], ts[i])
+		}
 	}
 	o.flush()
+	if o.late != nil {
+		o.late.flush()
+	}
 }
 
 // prefetch asks the state for the entries of the batch's (key, window)
@@ -225,10 +247,13 @@ func prefetchWindows[K comparable, V any](state *cow.Map[winKey[K], V], w Window
 	return hs
 }
 
-func (o *WindowAgg[K, T, A, O]) late(rec T) {
+// lateRecord counts a record that every window it belongs to has dropped
+// already (past its allowed lateness), and sends it to the late records'
+// side output.
+func (o *WindowAgg[K, T, A, O]) lateRecord(rec T, ts int64) {
 	o.Ctx.Metrics.LateDropped.Add(1)
-	if o.opts.Late != nil {
-		o.opts.Late(rec)
+	if o.late != nil {
+		o.late.EmitAt(rec, ts)
 	}
 }
 

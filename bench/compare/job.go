@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -152,16 +153,16 @@ func buildJob(cfg Config, rcfg ringflow.Config, restore bool, out *sink) *ringfl
 	case "keyed-count":
 		counts := ringflow.Reduce(ringflow.KeyBy(src("source", 1), byKey), "count",
 			func(acc, r Record) Record { r.Value += acc.Value; return r })
-		ringflow.Sink(counts, "sink", func(Record) error { out.consume(); return nil })
+		ringflow.Sink(counts, "sink", func(context.Context, Record) error { out.consume(); return nil })
 	case "window":
 		wins := ringflow.Window(ringflow.KeyBy(src("source", 1), byKey), "window",
 			ringflow.TumblingWindows(windowSize), ringflow.AggregateFunc[Record, uint64, uint64](countAgg{}))
-		ringflow.Sink(wins, "sink", func(ringflow.WindowResult[uint64, uint64]) error { out.consume(); return nil })
+		ringflow.Sink(wins, "sink", func(context.Context, ringflow.WindowResult[uint64, uint64]) error { out.consume(); return nil })
 	case "join":
 		left, right := ringflow.KeyBy(src("left", 1), byKey), ringflow.KeyBy(src("right", 2), byKey)
 		pairs := ringflow.WindowJoin(left, right, "join", ringflow.TumblingWindows(windowSize),
 			func(l, r Record) JoinPair { return JoinPair{Key: l.Key, LeftSeq: l.Seq, RightSeq: r.Seq} })
-		ringflow.Sink(pairs, "sink", func(JoinPair) error { out.consume(); return nil })
+		ringflow.Sink(pairs, "sink", func(context.Context, JoinPair) error { out.consume(); return nil })
 	}
 	if cfg.OnJob != nil {
 		cfg.OnJob(job)

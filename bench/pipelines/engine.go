@@ -115,9 +115,9 @@ func runInWindows(ctx context.Context, job *ringflow.Job, w windows) error {
 // records it receives into its own lane, a batch at a time, as the
 // baseline's sink goroutines do.
 func sinkInto[T any](s ringflow.Stream[T], sinks *lanes, digest func(*T) uint64, srcNanos func(*T) int64) {
-	ringflow.SinkBatches(s, "sink", func(subtask int) func([]T) error {
+	ringflow.SinkBatches(s, "sink", func(subtask int) func(context.Context, []T) error {
 		l := &sinks.l[subtask]
-		return func(recs []T) error {
+		return func(_ context.Context, recs []T) error {
 			for i := range recs {
 				l.add(digest(&recs[i]), srcNanos(&recs[i]))
 			}

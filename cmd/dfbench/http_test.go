@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"maps"
 	"net"
@@ -129,7 +130,7 @@ func TestStatusServerJobs(t *testing.T) {
 	}
 	for _, name := range []string{"first", "second"} {
 		job := ringflow.NewJob(ringflow.Config{})
-		ringflow.Sink(ringflow.Source(job, name, ringflow.FromSlice([]int{1})), name+"-sink", func(int) error { return nil })
+		ringflow.Sink(ringflow.Source(job, name, ringflow.FromSlice([]int{1})), name+"-sink", func(context.Context, int) error { return nil })
 		s.job(job)
 		if code, body := get("/"); code != http.StatusOK || !strings.Contains(body, `data-operator="`+name+`"`) {
 			t.Errorf("after job %s, /: %d, no box for operator %s", name, code, name)

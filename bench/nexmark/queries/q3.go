@@ -3,7 +3,6 @@ package queries
 import (
 	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/nexmark"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // q3Rec is one input of q3's join: a person, or an auction in category 10.
@@ -54,17 +53,17 @@ type q3Seller struct {
 // on arrival rather than kept waiting); auctions are kept only until their
 // seller arrives: a bid stream may name a seller up to 10 people ahead.
 type q3Join struct {
-	sellers *operator.ValueState[int64, q3Seller]
-	pending *operator.ValueState[int64, []int64] // auction ids waiting for their seller
+	sellers *ringflow.ValueState[int64, q3Seller]
+	pending *ringflow.ValueState[int64, []int64] // auction ids waiting for their seller
 }
 
-func (j *q3Join) Open(s *operator.KeyedScope[int64]) error {
-	j.sellers = operator.NewValueState[int64, q3Seller](s, "seller")
-	j.pending = operator.NewValueState[int64, []int64](s, "pending")
+func (j *q3Join) Open(s *ringflow.KeyedScope[int64]) error {
+	j.sellers = ringflow.NewValueState[int64, q3Seller](s, "seller")
+	j.pending = ringflow.NewValueState[int64, []int64](s, "pending")
 	return nil
 }
 
-func (j *q3Join) Process(ctx *operator.KeyedContext[int64], r q3Rec, out *operator.Collector[q3Row]) {
+func (j *q3Join) Process(ctx *ringflow.KeyedContext[int64], r q3Rec, out *ringflow.Collector[q3Row]) error {
 	if !r.Person {
 		s, known := j.sellers.Value()
 		switch {
@@ -76,7 +75,7 @@ func (j *q3Join) Process(ctx *operator.KeyedContext[int64], r q3Rec, out *operat
 		case s.Selected:
 			out.Emit(q3Row{Name: s.Name, City: s.City, State: s.State, Auction: r.Auction})
 		}
-		return
+		return nil
 	}
 	s := q3Seller{Selected: selectedState(&r.State)}
 	if s.Selected {
@@ -92,9 +91,11 @@ func (j *q3Join) Process(ctx *operator.KeyedContext[int64], r q3Rec, out *operat
 	if waiting != nil {
 		j.pending.Clear()
 	}
+	return nil
 }
 
-func (j *q3Join) OnTimer(*operator.KeyedContext[int64], int64, operator.TimeDomain, *operator.Collector[q3Row]) {
+func (j *q3Join) OnTimer(*ringflow.KeyedContext[int64], int64, ringflow.TimeDomain, *ringflow.Collector[q3Row]) error {
+	return nil
 }
 
 // selectedState reports whether a person's state is OR, ID or CA.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/ringflow/ringflow"
 	"github.com/ringflow/ringflow/bench/nexmark"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // Windows of the queries, as in the Flink SQL.
@@ -45,7 +44,7 @@ func q5(events ringflow.Stream[nexmark.Event], out *Output) {
 // them. A window's counts all carry the window's last timestamp and arrive
 // before the watermark passes it, so a timer there sees every count.
 type q5Hottest struct {
-	top *operator.ValueState[int64, hottest]
+	top *ringflow.ValueState[int64, hottest]
 }
 
 // hottest is a window's largest bid count and the auctions with that count.
@@ -54,12 +53,12 @@ type hottest struct {
 	Auctions []int64
 }
 
-func (h *q5Hottest) Open(s *operator.KeyedScope[int64]) error {
-	h.top = operator.NewValueState[int64, hottest](s, "top")
+func (h *q5Hottest) Open(s *ringflow.KeyedScope[int64]) error {
+	h.top = ringflow.NewValueState[int64, hottest](s, "top")
 	return nil
 }
 
-func (h *q5Hottest) Process(ctx *operator.KeyedContext[int64], c auctionCount, _ *operator.Collector[q5Row]) {
+func (h *q5Hottest) Process(ctx *ringflow.KeyedContext[int64], c auctionCount, _ *ringflow.Collector[q5Row]) error {
 	top, ok := h.top.Value()
 	switch {
 	case !ok:
@@ -71,12 +70,14 @@ func (h *q5Hottest) Process(ctx *operator.KeyedContext[int64], c auctionCount, _
 	case c.Value == top.Num:
 		h.top.Update(hottest{Num: top.Num, Auctions: append(top.Auctions, c.Key)})
 	}
+	return nil
 }
 
-func (h *q5Hottest) OnTimer(ctx *operator.KeyedContext[int64], _ int64, _ operator.TimeDomain, out *operator.Collector[q5Row]) {
+func (h *q5Hottest) OnTimer(ctx *ringflow.KeyedContext[int64], _ int64, _ ringflow.TimeDomain, out *ringflow.Collector[q5Row]) error {
 	top, _ := h.top.Value()
 	for _, a := range top.Auctions {
 		out.Emit(q5Row{WindowStart: ctx.Key(), Auction: a, Num: top.Num})
 	}
 	h.top.Clear()
+	return nil
 }

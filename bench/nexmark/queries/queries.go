@@ -1,6 +1,7 @@
 package queries
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -104,7 +105,7 @@ func sink[T any](s ringflow.Stream[T], out *Output, format func(dst []byte, r T)
 		})
 		return
 	}
-	ringflow.Sink(s, SinkName, func(r T) error {
+	ringflow.Sink(s, SinkName, func(_ context.Context, r T) error {
 		out.rows.Add(1)
 		if out.write == nil {
 			return nil
