@@ -181,14 +181,14 @@ func TestGraphErrorKinds(t *testing.T) {
 	src := ringflow.Source(job, "src", ringflow.FromSlice([]event{{Key: 1}}))
 	// WithCodec for int64 on an operator whose output is a string.
 	str := ringflow.Map(src, "str", func(e event) string { return "x" }, ringflow.WithCodec(codec))
-	ringflow.Sink(str, "sink", func(string) error { return nil })
+	ringflow.Sink(str, "sink", func(context.Context, string) error { return nil })
 	// An output that goes nowhere, with a parallelism of 0.
 	ringflow.Map(src, "orphan", func(e event) event { return e }, ringflow.Parallelism(0))
 	// A window over a stream without event time.
 	w := ringflow.Window(ringflow.KeyBy(src, func(e event) uint64 { return e.Key }), "win",
 		ringflow.TumblingWindows(time.Second), valueSum{})
 	// A name used twice.
-	ringflow.Sink(w, "sink", func(ringflow.WindowResult[uint64, int64]) error { return nil })
+	ringflow.Sink(w, "sink", func(context.Context, ringflow.WindowResult[uint64, int64]) error { return nil })
 
 	err = job.Run(context.Background())
 	want := map[error]string{

@@ -58,10 +58,10 @@ func Example_savepointUpgrade() {
 				}
 				return acc
 			})
-			ringflow.Sink(largest, "largest-sink", func(order) error { return nil })
+			ringflow.Sink(largest, "largest-sink", func(_ context.Context, _ order) error { return nil })
 		} else {
 			counts := ringflow.MapWithState(byCustomer, "count", func(n *int, o order) int { *n++; return *n })
-			ringflow.Sink(counts, "count-sink", func(int) error { return nil })
+			ringflow.Sink(counts, "count-sink", func(_ context.Context, _ int) error { return nil })
 		}
 		return job
 	}

@@ -1,6 +1,7 @@
 package ringflow
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -12,7 +13,7 @@ func TestCycleError(t *testing.T) {
 	job := NewJob(Config{Workers: 1})
 	a := Map(Source(job, "src", FromSlice([]int64{1})), "a", func(v int64) int64 { return v })
 	b := Map(a, "b", func(v int64) int64 { return v })
-	Sink(b, "sink", func(int64) error { return nil })
+	Sink(b, "sink", func(_ context.Context, _ int64) error { return nil })
 	// b feeds a back.
 	na, nb := job.byName["a"], job.byName["b"]
 	e := &edge{from: nb, to: na}

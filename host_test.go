@@ -57,7 +57,7 @@ func hostJob(t *testing.T, cfg ringflow.Config) (procs int, job *ringflow.Job) {
 	t.Helper()
 	job = ringflow.NewJob(cfg)
 	var seen atomic.Int64
-	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3})), "sink", func(int64) error {
+	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3})), "sink", func(_ context.Context, _ int64) error {
 		seen.Store(int64(runtime.GOMAXPROCS(0)))
 		return nil
 	})
@@ -126,7 +126,7 @@ func TestCPUs(t *testing.T) {
 	cpu := usable[len(usable)-1]
 	job := ringflow.NewJob(ringflow.Config{CPUs: []int{cpu}})
 	var masks [][]int
-	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3})), "sink", func(int64) error {
+	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1, 2, 3})), "sink", func(_ context.Context, _ int64) error {
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(0, &set); err != nil {
 			return err
@@ -166,7 +166,7 @@ func TestBadCPUs(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			job := ringflow.NewJob(cfg)
-			ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1})), "sink", func(int64) error { return nil })
+			ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int64{1})), "sink", func(_ context.Context, _ int64) error { return nil })
 			errs := ringflow.ConfigErrors(job.Run(context.Background()))
 			if len(errs) != 1 || errs[0].Field != "CPUs" {
 				t.Fatalf("config errors %v; want one for CPUs", errs)

@@ -196,7 +196,7 @@ func TestStateMappedBytes(t *testing.T) {
 	src := ringflow.Source(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: n}))
 	counts := ringflow.MapWithState(ringflow.KeyBy(src, func(v uint64) uint64 { return v % 100_000 }), "count",
 		func(c *int64, _ uint64) int64 { *c++; return *c })
-	ringflow.Sink(counts, "sink", func(int64) error { return nil })
+	ringflow.Sink(counts, "sink", func(_ context.Context, _ int64) error { return nil })
 	if err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -63,11 +63,11 @@ func (c spJob) build() *ringflow.Job {
 		return a
 	}
 	if c.withMax {
-		ringflow.Sink(ringflow.Reduce(ringflow.KeyBy(s, key), "max", larger), "max-sink", func(event) error { return nil })
+		ringflow.Sink(ringflow.Reduce(ringflow.KeyBy(s, key), "max", larger), "max-sink", func(_ context.Context, _ event) error { return nil })
 	}
 	if c.withTotal {
 		sum := func(a, b event) event { a.Value += b.Value; return a }
-		ringflow.Sink(ringflow.Reduce(ringflow.KeyBy(s, key), "total", sum), "total-sink", func(event) error { return nil })
+		ringflow.Sink(ringflow.Reduce(ringflow.KeyBy(s, key), "total", sum), "total-sink", func(_ context.Context, _ event) error { return nil })
 	}
 	return job
 }
@@ -357,7 +357,7 @@ func countsFrom(t *testing.T, evs []event, lines []string) {
 func TestStopWithoutCheckpoints(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{Workers: 1})
 	ringflow.Sink(ringflow.Source(job, "src", ringflow.Generate(func(i uint64) uint64 { return i },
-		ringflow.GenOptions{Rate: 1000})), "sink", func(uint64) error { return nil })
+		ringflow.GenOptions{Rate: 1000})), "sink", func(context.Context, uint64) error { return nil })
 	done := make(chan error, 1)
 	go func() { done <- job.Run(context.Background()) }()
 	if err := job.Stop(context.Background()); err != nil {
@@ -498,7 +498,7 @@ func TestSavepointErrors(t *testing.T) {
 	}
 	job = ringflow.NewJob(ringflow.Config{StopOnCancel: true, RestoreFrom: dir,
 		Checkpoint: ringflow.CheckpointConfig{SavepointDir: dir}})
-	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int{1})), "sink", func(int) error { return nil })
+	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice([]int{1})), "sink", func(_ context.Context, _ int) error { return nil })
 	fields := map[string]bool{}
 	for _, e := range ringflow.ConfigErrors(job.Run(context.Background())) {
 		fields[e.Field] = true
@@ -674,7 +674,7 @@ func TestSavepointRescaleSource(t *testing.T) {
 	r := c.resumed(t, sp, 2)
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 3, RestoreFrom: sp,
 		Checkpoint: ringflow.CheckpointConfig{Interval: time.Millisecond, StateDir: r.state}})
-	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice(r.evs)), "sink", func(event) error { return nil })
+	ringflow.Sink(ringflow.Source(job, "src", ringflow.FromSlice(r.evs)), "sink", func(_ context.Context, _ event) error { return nil })
 	if err := job.Run(ctx); err == nil || !strings.Contains(err.Error(), "must keep its parallelism") {
 		t.Fatalf("Run: %v; want the source to refuse a new parallelism", err)
 	}
