@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"time"
 
 	"github.com/ringflow/ringflow/align"
 	"github.com/ringflow/ringflow/internal/affinity"
+	"github.com/ringflow/ringflow/internal/cmalloc"
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
@@ -184,10 +186,15 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		// restore sets the heap's goal at twice that, which the runtime
 		// then grows to and holds for minutes after the data is garbage.
 		// Collecting once the data is dropped sets the goal by the
-		// running job's heap instead. Restores are rare; the keyed state
-		// itself is off the heap (snapshot/cow), so this is cheap.
+		// running job's heap instead, and returns the freed pages at once
+		// rather than over the next seconds. Pebble's C allocations made
+		// by the restore's reads stay resident in the C allocator's arenas
+		// once freed until they are trimmed (internal/cmalloc): about 8 MB
+		// a restore. Restores are rare; the keyed state itself is off the
+		// heap (snapshot/cow), so both are cheap.
 		cp = nil
-		runtime.GC()
+		debug.FreeOSMemory()
+		cmalloc.Trim()
 	}
 	if store != nil {
 		coord := newCoordinator(j, store, p.tasks, p.workerOf, func(err error) { cancel(err); p.pool.Fail(err) })
