@@ -243,6 +243,8 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 	if invariants.Enabled {
 		m.checkHash(h, k)
 	}
+	var v V
+	found := false
 	if t := m.table(h); t != nil && len(t.dir) != 0 {
 		// NB: the probe loop is written out here and in UpsertHashed
 		// rather than calling find: it keeps the per-record path free of
@@ -254,12 +256,13 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 				break
 			}
 			if s := r.slot(si); s.key == k {
-				return s.val, true
+				v, found = s.val, true
+				break
 			}
 		}
 	}
-	var zero V
-	return zero, false
+	runtime.KeepAlive(m) // see keepAlive in slab.go
+	return v, found
 }
 
 // prefetchMinBytes is the size of a Map's tables below which Prefetch does
@@ -321,7 +324,9 @@ func (m *Map[K, V]) PutHashed(h uint64, k K, v V) error {
 //
 // NB: the pointer is valid only until the next call that mutates the Map or
 // Freeze: after Freeze the page it points into belongs to the snapshot, and
-// writing through it would change the snapshot.
+// writing through it would change the snapshot. It points outside the Go
+// heap for plain data, so it does not keep the Map reachable: the caller
+// must (see keepAlive in slab.go).
 func (m *Map[K, V]) Upsert(k K) (*V, error) { return m.UpsertHashed(m.hash(k), k) }
 
 // UpsertHashed is Upsert with k's hash supplied; see GetHashed. This is the
@@ -409,6 +414,7 @@ func (m *Map[K, V]) DeleteHashed(h uint64, k K) bool {
 	}
 	i, found := t.find(h, k)
 	if !found {
+		runtime.KeepAlive(m) // see keepAlive in slab.go
 		return false
 	}
 	t.written = m.version
@@ -454,6 +460,7 @@ func (m *Map[K, V]) logDelete(t *table[K, V], k K) {
 // DeleteFunc removes every entry of key group kg for which del returns true
 // and returns how many it removed. del must not touch the Map.
 func (m *Map[K, V]) DeleteFunc(kg int, del func(K, V) bool) int {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
 	if !m.kgs.Contains(kg) {
 		return 0
 	}
@@ -492,5 +499,6 @@ func (m *Map[K, V]) All(kg int) iter.Seq2[K, V] {
 		if m.kgs.Contains(kg) {
 			m.tables[kg-m.kgs.Start].all(yield)
 		}
+		runtime.KeepAlive(m) // see keepAlive in slab.go
 	}
 }

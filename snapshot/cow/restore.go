@@ -1,6 +1,9 @@
 package cow
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
 
 // LoadKeyGroup restores one key group from a full blob written by
 // AppendKeyGroup, possibly by a Map with another key-group range
@@ -8,6 +11,7 @@ import "fmt"
 // Map's range and empty. On any error nothing is changed. See ChangedSince
 // for how a restored key group counts.
 func (m *Map[K, V]) LoadKeyGroup(b []byte) (int, error) {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
 	if m.keys == nil || m.vals == nil {
 		return -1, ErrNoCodec
 	}
@@ -128,6 +132,7 @@ func (d *delta[K, V]) reset() {
 // changed. Before the first Freeze the result counts as the initial state,
 // as with LoadKeyGroup.
 func (m *Map[K, V]) ApplyKeyGroupDelta(b []byte) (int, error) {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
 	if m.keys == nil || m.vals == nil {
 		return -1, ErrNoCodec
 	}

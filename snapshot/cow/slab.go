@@ -30,6 +30,16 @@ import (
 // one from the Go heap, or, with Config.HugePages once the tables pass
 // slabMinBytes, from slabs that are single Go allocations.
 //
+// keepAlive: the collector does not see pointers into mapped slabs, and a
+// Map dropped without Close gives its slabs back once the Map itself is
+// unreachable (runtime.AddCleanup in New). A method's receiver may be
+// dead before the method is done with the pages it found through it (a
+// probe reads slots after its last use of m; an iterator over All runs
+// after the call that made it), and the collector could then unmap a slab
+// under it. Every method that reads or writes pages after its last use of
+// the Map ends with runtime.KeepAlive(m), which costs nothing at run time.
+// A pointer that Upsert returns is valid only while the Map is reachable.
+//
 // With Config.HugePages, slabs are also advised to the kernel as memory to
 // back with transparent huge pages (adviseHuge). At millions of keys every
 // update touches a random page of tens of MiB of state: with 4 KiB

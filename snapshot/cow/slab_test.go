@@ -2,10 +2,12 @@ package cow
 
 import (
 	"fmt"
+	"iter"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ringflow/ringflow/keygroups"
@@ -278,4 +280,40 @@ func TestDroppedMapUnmapped(t *testing.T) {
 		runtime.Gosched()
 	}
 	t.Fatalf("MappedBytes %d after 100 collections, want %d: the dropped Map's slabs are still mapped", MappedBytes(), before)
+}
+
+// TestIterationKeepsMapReachable: a Map reachable only through an iterator
+// of All must stay mapped while the iterator runs, though collections run
+// and the Map's cleanup would unmap its slabs. Without the KeepAlive at
+// the end of All's iterator the slabs go mid-loop and the next slot read
+// faults (the test binary dies).
+func TestIterationKeepsMapReachable(t *testing.T) {
+	if !canMapSlabs {
+		t.Skip("slabs are not mapped on this platform")
+	}
+	const n = 20_000
+	seq := func() iter.Seq2[uint64, int64] {
+		m, err := New(counterConfig(1, keygroups.Range{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range uint64(n) {
+			if err := m.Put(k, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m.All(0)
+	}()
+	sum := 0
+	for _, v := range seq {
+		if sum%2000 == 0 {
+			runtime.GC()
+			runtime.GC()
+			time.Sleep(time.Millisecond) // the cleanup runs on its own goroutine
+		}
+		sum += int(v)
+	}
+	if sum != n {
+		t.Errorf("iterated values sum to %d; want %d", sum, n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"math/bits"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -59,6 +60,7 @@ type Snapshot[K comparable, V any] struct {
 // the pages stay shared, and the owner copies a page (and a key group's
 // directory) the first time it writes to it afterwards.
 func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
 	if m.shared.releases.Load() != m.seen {
 		m.pruneLive() // O(live snapshots): keeps m.live short when nothing is written
 	}
@@ -433,6 +435,7 @@ func (m *Map[K, V]) complete(r *pageRef[K, V]) {
 // copied. Once the newest snapshot is released, writes copy nothing, and
 // CopyAhead only completes partial pages.
 func (m *Map[K, V]) CopyAhead(n int) int {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
 	if m.shared.releases.Load() != m.seen {
 		m.reclaim()
 	}
