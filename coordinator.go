@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow/internal/affinity"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
 )

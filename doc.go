@@ -91,6 +91,6 @@
 // checkpoint history, and each checkpoint's barrier timeline.
 //
 // See example_test.go for runnable examples, and the package docs of ring,
-// sched, operator, align, debloat, snapshot and keygroups for each part's
-// design.
+// sched, internal/operator, align, debloat, snapshot and keygroups for each
+// part's design.
 package ringflow

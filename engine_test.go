@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/internal/testseed"
-	"github.com/ringflow/ringflow/operator"
 )
 
 var seeds = testseed.Flag("seed", "")

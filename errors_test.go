@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // logRecorder is a slog.Handler that keeps every record, with the

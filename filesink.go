@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // TwoPhaseSink is a transactional sink; see operator.TwoPhaseSink.

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
-	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"

@@ -3,7 +3,7 @@ package ringflow
 import (
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/snapshot/cow"
 )
 

@@ -1,6 +1,6 @@
 package ringflow
 
-import "github.com/ringflow/ringflow/operator"
+import "github.com/ringflow/ringflow/internal/operator"
 
 // This file holds what a keyed process function is written against, so
 // that one import, ringflow, is enough to write one: the function's

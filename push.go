@@ -9,7 +9,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // PushOptions configure a Push source.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/snapshot"
 )
 

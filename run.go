@@ -9,8 +9,8 @@ import (
 
 	"github.com/ringflow/ringflow/align"
 	"github.com/ringflow/ringflow/internal/affinity"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
-	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"

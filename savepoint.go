@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
 )

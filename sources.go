@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // SourceFunc is the interface sources implement; see operator.Source.

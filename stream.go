@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // Stream is a stream of records of type T: the output of an operator, or

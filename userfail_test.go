@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 var errRefused = errors.New("refused")

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // Record is the plain 32-byte record every source generates: no pointers,
