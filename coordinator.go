@@ -141,9 +141,9 @@ func (s CheckpointStats) CriticalPath() []PathStep {
 }
 
 // Checkpoints returns the statistics of the checkpoints the job has
-// finished, completed, failed or aborted, oldest first: the latest
-// keptCheckpoints of them (Metrics and the Prometheus collector count and
-// sum up all of them).
+// finished, completed, failed or aborted, oldest first: the latest 1000
+// of them (keptCheckpoints; Metrics and the Prometheus collector count
+// and sum up all of them).
 func (j *Job) Checkpoints() []CheckpointStats {
 	j.statsMu.Lock()
 	defer j.statsMu.Unlock()

@@ -15,8 +15,50 @@ import (
 	"github.com/ringflow/ringflow/internal/operator"
 )
 
-// TwoPhaseSink is a transactional sink; see operator.TwoPhaseSink.
-type TwoPhaseSink[T any] = operator.TwoPhaseSink[T]
+// TwoPhaseSink is a sink whose output becomes visible only when a
+// checkpoint that covers it completes (Flink's TwoPhaseCommitSinkFunction),
+// as TxnSink runs it. Records go into the current transaction; when a
+// checkpoint's barrier reaches the sink, the transaction is pre-committed
+// (made durable but kept invisible) and a new one begins; when that
+// checkpoint completes, the transaction is committed. A restored job
+// commits again the transactions of the checkpoint it restores, so Commit
+// must be idempotent. Without checkpoints, the one transaction is
+// committed at the end of input.
+//
+// Its methods run on the subtask's worker thread, one at a time, but for
+// the durable function PreCommit returns. An error from any of them, or a
+// panic, fails the task with an *OperatorError naming the operator and
+// subtask, and the job restarts as Config.Restart says. A TwoPhaseSink
+// that implements CheckpointListener is told when checkpoints complete,
+// after its transactions up to them are committed. FileSink and its
+// variants are TwoPhaseSinks.
+type TwoPhaseSink[T any] interface {
+	// Open prepares subtask of parallelism (subtask in [0, parallelism)).
+	Open(subtask, parallelism int) error
+	// Recover is called once after Open, before any record: it commits the
+	// transactions txns (pre-committed in the restored checkpoint; none on
+	// a fresh start) and discards every other transaction this subtask
+	// left behind.
+	Recover(txns [][]byte) error
+	// Write adds a record to the current transaction.
+	Write(rec T) error
+	// PreCommit ends the current transaction. It returns its handle (nil
+	// for an empty transaction), which the checkpoint keeps and Commit
+	// and Recover are given, and a function (or nil) that makes the
+	// transaction durable: it runs off the task's thread, before the
+	// checkpoint can complete.
+	PreCommit() (txn []byte, durable func() error, err error)
+	// Commit makes a pre-committed transaction visible. It is idempotent:
+	// committing a transaction committed already does nothing.
+	Commit(txn []byte) error
+	// Close releases what the sink holds; an open transaction is dropped.
+	Close() error
+}
+
+var (
+	_ operator.TwoPhaseSink[int] = (TwoPhaseSink[int])(nil)
+	_ TwoPhaseSink[int]          = (operator.TwoPhaseSink[int])(nil)
+)
 
 // TxnSink adds a sink whose output becomes visible only when a checkpoint
 // covering it completes: with checkpoints on, its output holds every record
@@ -31,7 +73,7 @@ func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], op
 		if o, ok := sink.(ownedSink); ok {
 			o.setOwner(func() identity { return j.identity })
 		}
-		op := operator.NewTxnSink(sink)
+		op := operator.NewTxnSink[T](sink)
 		return []any{operator.Input[T](op)}, op
 	}
 }

@@ -75,7 +75,7 @@ type Config struct {
 	Debloat time.Duration
 	// BatchSize is the most records a source reads at once; default 1024.
 	// A source's watermark advances once per batch (see
-	// operator.WatermarkStrategy): 1 gives a watermark after every record.
+	// WatermarkStrategy): 1 gives a watermark after every record.
 	BatchSize int
 	// MaxBatchDelay bounds how long a record may wait in a partly filled
 	// frame while its task keeps finding input; default 1ms. (A frame is
@@ -550,7 +550,7 @@ func (f windowOnly) applyWindow(o *nodeOptions) { f(o) }
 type nodeOptions struct {
 	parallelism    int
 	parallelismSet bool
-	codec          any // operator.Codec of the output type
+	codec          any // Codec of the output type
 	lateness       time.Duration
 	late           any // func(T) for late window records
 }
@@ -563,7 +563,7 @@ func Parallelism(p int) NodeOption {
 // WithCodec sets the codec for an operator's output records, for types the
 // built-in codecs cannot encode or to encode them more compactly. Sinks,
 // which have no output, do not take it.
-func WithCodec[T any](c operator.Codec[T]) OutputOption { return func(o *nodeOptions) { o.codec = c } }
+func WithCodec[T any](c Codec[T]) OutputOption { return func(o *nodeOptions) { o.codec = c } }
 
 // AllowedLateness keeps a window operator's windows this long after they
 // fired; late records within it update and re-fire them. Only Window takes

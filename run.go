@@ -20,7 +20,7 @@ import (
 // waits until every sink has seen the end of its input (bounded sources),
 // the context is cancelled, or an operator fails. It returns nil,
 // ctx.Err(), or the failure, which names the operator and subtask (an
-// *operator.Error). Every worker has exited when Run returns.
+// *OperatorError). Every worker has exited when Run returns.
 //
 // Before it starts anything, Run reports every problem of the Config (each
 // a *ConfigError, wrapping ErrConfig) and of the graph (each a
@@ -577,7 +577,7 @@ func (p *physical) latest(store *snapshot.Store) (*snapshot.Checkpoint, error) {
 
 // restorePositions rewinds every source to its position in cp. A source
 // whose parallelism changed shares out its splits anew, if it has splits
-// (operator.SplitSource); else the restore fails.
+// (SplitSource); else the restore fails.
 func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
 	meta := cp.Meta()
 	for _, t := range p.tasks {
