@@ -29,7 +29,8 @@
 // returns an error — process functions, sources and sinks alike — and
 // fails its task, naming the operator and subtask; the job then restarts
 // as Config.Restart says. Code that may block (a Sink's function, a
-// FromBlocking reader) gets a context that is done when the attempt ends.
+// FromBlocking reader, a TwoPhaseSink's Open, Recover, Commit and durable
+// function) gets a context that is done when the attempt ends.
 //
 // Push feeds a job from a service: its handle's Push blocks while the job
 // is backpressured, numbers the records it takes, reports as checkpoints

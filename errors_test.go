@@ -116,12 +116,14 @@ type failingSink struct{ fileSinkLike }
 
 type fileSinkLike struct{}
 
-func (fileSinkLike) Open(int, int) error                      { return errors.New("no such bucket") }
-func (fileSinkLike) Recover([][]byte) error                   { return nil }
-func (fileSinkLike) Write(string) error                       { return nil }
-func (fileSinkLike) PreCommit() ([]byte, func() error, error) { return nil, nil, nil }
-func (fileSinkLike) Commit([]byte) error                      { return nil }
-func (fileSinkLike) Close() error                             { return nil }
+func (fileSinkLike) Open(context.Context, int, int) error    { return errors.New("no such bucket") }
+func (fileSinkLike) Recover(context.Context, [][]byte) error { return nil }
+func (fileSinkLike) Write(string) error                      { return nil }
+func (fileSinkLike) PreCommit() ([]byte, func(context.Context) error, error) {
+	return nil, nil, nil
+}
+func (fileSinkLike) Commit(context.Context, []byte) error { return nil }
+func (fileSinkLike) Close() error                         { return nil }
 
 // TestSinkOpenErrorNamesOperator checks the same for a user sink.
 func TestSinkOpenErrorNamesOperator(t *testing.T) {
