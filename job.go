@@ -134,7 +134,9 @@ type Config struct {
 	// StopOnCancel makes a cancelled context stop the job as Job.Stop
 	// does: with a final checkpoint that commits every transactional sink,
 	// within Checkpoint.Timeout of the cancellation (after that, at once,
-	// and Run's error says so). Run then returns ctx.Err(). By default a
+	// and Run's error says so). Run then returns ctx.Err(). The context
+	// user code is given (a Sink's, a TwoPhaseSink's,
+	// KeyedContext.Context) stays live while the job stops. By default a
 	// cancelled job stops at once: its checkpoints in flight are aborted,
 	// and what its sinks pre-committed is committed by the next run that
 	// restores the latest checkpoint. Needs checkpoints.

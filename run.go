@@ -126,7 +126,15 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		return err
 	}
 	defer p.close()
-	actx, cancel := context.WithCancelCause(ctx)
+	stopOnCancel := store != nil && j.cfg.StopOnCancel
+	base := ctx
+	if stopOnCancel {
+		// NB: a cancelled ctx then stops the job with a stop checkpoint,
+		// which user code takes part in (a sink commits it): the
+		// attempt's context ends with the attempt, not with ctx.
+		base = context.WithoutCancel(ctx)
+	}
+	actx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	p.setAttempt(actx, cancel)
 	var cp *snapshot.Checkpoint
@@ -206,9 +214,9 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 	}
 	defer j.ctl.attach(nil, nil)
 	runCtx := ctx
-	if store != nil && j.cfg.StopOnCancel {
+	if stopOnCancel {
 		var unwatch func()
-		runCtx, unwatch = j.stopOnCancel(ctx, p.pool)
+		runCtx, unwatch = j.stopOnCancel(ctx, p.pool, cancel)
 		defer unwatch()
 	}
 	j.statsMu.Lock()

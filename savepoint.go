@@ -498,9 +498,9 @@ func (j *Job) useRestoreFrom(store *snapshot.Store) error {
 // stopOnCancel makes the cancellation of ctx stop the job as Stop does
 // (Config.StopOnCancel): it returns the context the attempt's pool runs
 // with, which outlives ctx, and a function to call when the attempt ends.
-// The stop is bounded by Checkpoint.Timeout: after that pool fails with
-// ctx's error.
-func (j *Job) stopOnCancel(ctx context.Context, pool *sched.Pool) (context.Context, func()) {
+// The stop is bounded by Checkpoint.Timeout: after that the attempt's
+// context is cancelled (cancel) and pool fails, with ctx's error.
+func (j *Job) stopOnCancel(ctx context.Context, pool *sched.Pool, cancel context.CancelCauseFunc) (context.Context, func()) {
 	var mu sync.Mutex
 	var bound *time.Timer
 	ended := false
@@ -513,8 +513,10 @@ func (j *Job) stopOnCancel(ctx context.Context, pool *sched.Pool) (context.Conte
 		}
 		timeout := j.cfg.Checkpoint.Timeout
 		bound = time.AfterFunc(timeout, func() {
-			pool.Fail(fmt.Errorf("%w: the final checkpoint did not complete within Checkpoint.Timeout (%v) of the cancellation",
-				ctx.Err(), timeout))
+			err := fmt.Errorf("%w: the final checkpoint did not complete within Checkpoint.Timeout (%v) of the cancellation",
+				ctx.Err(), timeout)
+			cancel(err)
+			pool.Fail(err)
 		})
 	})
 	return context.WithoutCancel(ctx), func() {

@@ -135,3 +135,27 @@ func TestTxnSinkCommitBlocked(t *testing.T) {
 		t.Fatalf("Run did not return with a Commit blocked on its context; calls %d", len(calls()))
 	}
 }
+
+// TestTxnSinkStopOnCancel checks that with StopOnCancel the stop
+// checkpoint's commits get a live context: a sink whose calls fail once
+// their context is done commits the stop checkpoint, and Run returns only
+// context.Canceled.
+func TestTxnSinkStopOnCancel(t *testing.T) {
+	job, calls := ctxSinkJob(t, ringflow.Config{StopOnCancel: true}, 0, ctxSink{failDone: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := started(t, ctx, job, 2)
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run returned %v; want context.Canceled", err)
+	}
+	cps := job.Checkpoints()
+	if last := cps[len(cps)-1]; last.Status != "completed" || !last.Stop {
+		t.Fatalf("last checkpoint %d: %s, stop %v; want a completed stop checkpoint", last.ID, last.Status, last.Stop)
+	}
+	for _, c := range calls() {
+		if c.done {
+			t.Fatalf("%s got a done context while the job stopped", c.what)
+		}
+	}
+}
