@@ -339,17 +339,16 @@ func (c *coordinator) savepointPath(id uint64) string {
 	return path
 }
 
-// export writes checkpoint f, pinned in the store, as a savepoint for its
-// requests. It runs on a goroutine of its own: the coordinator's stop
+// export writes checkpoint f, pinned in the store, as a savepoint into
+// path for its requests. It runs on a goroutine of its own: the coordinator's stop
 // waits for it.
-func (c *coordinator) export(f *inflight, pin *snapshot.Pinned, err error) {
+func (c *coordinator) export(f *inflight, path string, pin *snapshot.Pinned, err error) {
 	defer c.exports.Done()
 	var cp *snapshot.Checkpoint
 	if err == nil {
 		cp, err = pin.Read()
 		pin.Release()
 	}
-	path := c.savepointPath(f.id)
 	start := time.Now()
 	var info snapshot.SavepointInfo
 	if err == nil {
@@ -358,6 +357,7 @@ func (c *coordinator) export(f *inflight, pin *snapshot.Pinned, err error) {
 	if err != nil {
 		err = fmt.Errorf("ringflow: savepoint of checkpoint %d: %w", f.id, err)
 		c.job.cfg.Logger.Error("ringflow: savepoint failed", "checkpoint", f.id, "path", path, "err", err)
+		c.job.forgetSavepoint(f.id, path)
 		path = ""
 	} else {
 		c.job.cfg.Logger.Info("ringflow: savepoint written", "checkpoint", f.id, "path", path,
