@@ -178,9 +178,10 @@ var ErrPanic = operator.ErrPanic
 
 // Watermark bounds.
 const (
-	// MinWatermark is the watermark before any event time is known.
+	// MinWatermark, math.MinInt64, is the watermark before any event
+	// time is known.
 	MinWatermark = operator.MinWatermark
-	// MaxWatermark is the watermark at the end of input: every window and
-	// event-time timer fires.
+	// MaxWatermark, math.MaxInt64, is the watermark at the end of input:
+	// every window and event-time timer fires.
 	MaxWatermark = operator.MaxWatermark
 )
