@@ -23,14 +23,14 @@ type durableSink struct {
 	txn     int
 }
 
-func (s *durableSink) Open(int, int) error    { return nil }
-func (s *durableSink) Recover([][]byte) error { return nil }
-func (s *durableSink) Write(uint64) error     { return nil }
-func (s *durableSink) Commit([]byte) error    { return nil }
-func (s *durableSink) Close() error           { return nil }
-func (s *durableSink) PreCommit() ([]byte, func() error, error) {
+func (s *durableSink) Open(context.Context, int, int) error    { return nil }
+func (s *durableSink) Recover(context.Context, [][]byte) error { return nil }
+func (s *durableSink) Write(uint64) error                      { return nil }
+func (s *durableSink) Commit(context.Context, []byte) error    { return nil }
+func (s *durableSink) Close() error                            { return nil }
+func (s *durableSink) PreCommit() ([]byte, func(context.Context) error, error) {
 	s.txn++
-	return []byte{byte(s.txn)}, func() error {
+	return []byte{byte(s.txn)}, func(context.Context) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		*s.calls++

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // TestConfigMistakes checks that Run refuses each configuration that cannot

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow/internal/affinity"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
 )
@@ -35,6 +35,13 @@ type CheckpointStats struct {
 	// taken for a savepoint (Job.Savepoint, Job.StopWithSavepoint). Both
 	// are aligned whatever the settings.
 	Stop, Savepoint bool
+	// SavepointPath is the directory a completed checkpoint taken for a
+	// savepoint is written out to, the one Job.Savepoint or
+	// Job.StopWithSavepoint returns; "" for other checkpoints. It is
+	// chosen as the checkpoint completes, and the savepoint is written
+	// after (Config.Logger says when): if that fails, the caller gets the
+	// error, and Job.Checkpoints lists the checkpoint without the path.
+	SavepointPath string
 	// Written is the time from the trigger until every subtask's part was
 	// written; the rest of Duration is the commit (Prepare, then the sync
 	// that makes the checkpoint durable).
@@ -141,13 +148,26 @@ func (s CheckpointStats) CriticalPath() []PathStep {
 }
 
 // Checkpoints returns the statistics of the checkpoints the job has
-// finished, completed, failed or aborted, oldest first: the latest
-// keptCheckpoints of them (Metrics and the Prometheus collector count and
-// sum up all of them).
+// finished, completed, failed or aborted, oldest first: the latest 1000
+// of them (keptCheckpoints; Metrics and the Prometheus collector count
+// and sum up all of them).
 func (j *Job) Checkpoints() []CheckpointStats {
 	j.statsMu.Lock()
 	defer j.statsMu.Unlock()
 	return append([]CheckpointStats(nil), j.checkpoints...)
+}
+
+// forgetSavepoint takes path off the statistics of checkpoint id, whose
+// savepoint could not be written there.
+func (j *Job) forgetSavepoint(id uint64, path string) {
+	j.statsMu.Lock()
+	defer j.statsMu.Unlock()
+	for i := len(j.checkpoints) - 1; i >= 0; i-- {
+		if c := &j.checkpoints[i]; c.ID == id && c.SavepointPath == path {
+			c.SavepointPath = ""
+			return
+		}
+	}
 }
 
 // keptCheckpoints is how many of its latest checkpoints a job keeps the
@@ -845,12 +865,16 @@ func (c *coordinator) commit(f *inflight) {
 		c.failed(f.id, fmt.Errorf("commit: %w", err))
 		return
 	}
+	var (
+		spPath string
+		pin    *snapshot.Pinned
+		pinErr error
+	)
 	if len(f.savepoints) > 0 {
 		// NB: pinned before Tidy: newer checkpoints may complete, and
 		// retention drop this one, while the savepoint is written.
-		pin, err := c.store.Pin(f.id)
-		c.exports.Add(1)
-		go c.export(f, pin, err)
+		pin, pinErr = c.store.Pin(f.id)
+		spPath = c.savepointPath(f.id)
 	}
 	now := time.Now()
 	stats := f.pending.Stats()
@@ -859,8 +883,14 @@ func (c *coordinator) commit(f *inflight) {
 	cs := CheckpointStats{ID: f.id, Trigger: f.trigger, Duration: now.Sub(f.trigger),
 		BytesWritten: stats.BytesWritten, BytesReused: stats.BytesReused, Status: "completed",
 		Final: f.final, Stop: f.trig == operator.TriggerStop, Savepoint: len(f.savepoints) > 0,
-		Written: f.written.Sub(f.trigger), Subtasks: f.subtasks}
+		SavepointPath: spPath, Written: f.written.Sub(f.trigger), Subtasks: f.subtasks}
 	c.job.recordCheckpoint(cs)
+	if len(f.savepoints) > 0 {
+		// NB: after the checkpoint is recorded, so that a failed export
+		// finds the record to take its path off.
+		c.exports.Add(1)
+		go c.export(f, spPath, pin, pinErr)
+	}
 	c.mu.Lock()
 	if f.ended.CompareAndSwap(false, true) {
 		c.job.events.checkpointCompleted(cs)

@@ -29,7 +29,8 @@
 // returns an error — process functions, sources and sinks alike — and
 // fails its task, naming the operator and subtask; the job then restarts
 // as Config.Restart says. Code that may block (a Sink's function, a
-// FromBlocking reader) gets a context that is done when the attempt ends.
+// FromBlocking reader, a TwoPhaseSink's Open, Recover, Commit and durable
+// function) gets a context that is done when the attempt ends.
 //
 // Push feeds a job from a service: its handle's Push blocks while the job
 // is backpressured, numbers the records it takes, reports as checkpoints
@@ -65,8 +66,8 @@
 // copied anywhere, and checked when it is read. Config.RestoreFrom starts
 // a job from a savepoint, or from another job's state directory, possibly
 // changed and at another parallelism: keyed state is redistributed by key
-// group, and sources too when their input is split (operator.SplitSource).
-// See "Savepoints and stopping" in savepoint.go.
+// group, and sources too when their input is split (SplitSource). See
+// [Savepoints and stopping].
 //
 // A job may change between runs on one state directory. Its state is kept
 // by name — each operator's name, and each state's name within it — with
@@ -74,8 +75,9 @@
 // checkpoint's by name: state the job no longer declares, or whose type
 // changed, fails the restore with a *RestoreMismatchError
 // (Config.AllowNonRestoredState drops state on purpose), and new state
-// starts empty (LastRestore reports it). So an operator's name is its identity across runs:
-// rename it only together with its state.
+// starts empty (LastRestore reports it). So an operator's name is its
+// identity across runs: rename it only together with its state. See
+// [State on restore].
 //
 // A job reports through what its Config is given, never through the global
 // log package or stderr: every line the engine and the packages under it
@@ -91,6 +93,167 @@
 // checkpoint history, and each checkpoint's barrier timeline.
 //
 // See example_test.go for runnable examples, and the package docs of ring,
-// sched, operator, align, debloat, snapshot and keygroups for each part's
-// design.
+// sched, internal/operator, align, debloat, snapshot and keygroups for each
+// part's design.
+//
+// # A keyed process function
+//
+// A ProcessFunc keeps named state per key and sets timers. This one counts
+// each user's clicks into visits, a visit ending 30 minutes of event time
+// after its last click:
+//
+//	type visits struct {
+//		clicks *ringflow.ValueState[string, int64] // the open visit's clicks
+//		last   *ringflow.ValueState[string, int64] // the time of its last click
+//	}
+//
+//	const gapMs = 30 * 60 * 1000
+//
+//	func (v *visits) Open(s *ringflow.KeyedScope[string]) error {
+//		v.clicks = ringflow.NewValueState[string, int64](s, "clicks")
+//		v.last = ringflow.NewValueState[string, int64](s, "last")
+//		return nil
+//	}
+//
+//	func (v *visits) Process(ctx *ringflow.KeyedContext[string], c Click, out *ringflow.Collector[Visit]) error {
+//		n, _ := v.clicks.Value()
+//		v.clicks.Update(n + 1)
+//		v.last.Update(ctx.Timestamp())
+//		ctx.RegisterEventTimer(ctx.Timestamp() + gapMs)
+//		return nil
+//	}
+//
+//	func (v *visits) OnTimer(ctx *ringflow.KeyedContext[string], ts int64, _ ringflow.TimeDomain, out *ringflow.Collector[Visit]) error {
+//		if last, _ := v.last.Value(); ts != last+gapMs {
+//			return nil // a later click moved the visit's end
+//		}
+//		n, _ := v.clicks.Value()
+//		out.Emit(Visit{User: ctx.Key(), Clicks: n})
+//		v.clicks.Clear()
+//		v.last.Clear()
+//		return nil
+//	}
+//
+// The job reads clicks with event time, keys them by user, runs one visits
+// per subtask and writes the visits transactionally:
+//
+//	job := ringflow.NewJob(ringflow.Config{
+//		Parallelism: 4,
+//		Checkpoint: ringflow.CheckpointConfig{
+//			Interval:     10 * time.Second,
+//			StateDir:     "/var/lib/clicks/state",
+//			SavepointDir: "/var/lib/clicks/savepoints",
+//		},
+//		Restart:     ringflow.RestartStrategy{Attempts: 3, Delay: time.Second},
+//		RestoreFrom: restoreFrom, // "" unless the job starts from a savepoint
+//	})
+//	clicks := ringflow.SourceWithEventTime(job, "clicks", newClickSource,
+//		ringflow.WatermarkStrategy[Click]{
+//			Timestamp:      func(c Click) int64 { return c.TimeMs },
+//			OutOfOrderness: 5 * time.Second,
+//		})
+//	byUser := ringflow.KeyBy(clicks, func(c Click) string { return c.User })
+//	visited := ringflow.Process(byUser, "visits",
+//		func() ringflow.ProcessFunc[string, Click, Visit] { return &visits{} })
+//	ringflow.TxnSink(visited, "visits-out",
+//		ringflow.FileSinkEncoded("/var/lib/clicks/out", ringflow.FileSinkOptions{}, ringflow.JSONLines[Visit]()))
+//	err := job.Run(ctx)
+//
+// newClickSource is a NewSource: it makes each subtask's SourceFunc, a
+// replayable reader whose Position the checkpoints keep.
+//
+// # Checkpoints, savepoints and restores
+//
+// With Checkpoint.Interval and StateDir set, the job above checkpoints its
+// state (the visits' counts and timers, the sources' positions, the sink's
+// pre-committed transactions) every 10 seconds; its file sink's output
+// appears as checkpoints complete. When a task fails — visits returns an
+// error or panics, a source fails to read — Run restores the latest
+// checkpoint in place, up to three times; after a crash, running the job
+// again on its StateDir resumes from that checkpoint. Config.Events and
+// Job.Checkpoints report each checkpoint (CheckpointStats).
+//
+// While Run runs, another goroutine takes a savepoint with
+//
+//	dir, err := job.Savepoint(ctx) // the job goes on
+//
+// or stops the job with one (Run then returns nil) with
+//
+//	dir, err := job.StopWithSavepoint(ctx)
+//
+// Either returns the savepoint's directory, under SavepointDir. A job
+// started with Config.RestoreFrom set to that directory, on an empty
+// StateDir, continues from it, also after its code changed (an operator
+// added, a state added or removed, another Parallelism: keyed state is
+// redistributed, and sources too if they are SplitSources) as long as the
+// state it keeps has its names and types; see [State on restore].
+// Job.LastRestore says what it restored and what started empty.
+//
+// # Savepoints and stopping
+//
+// A savepoint is a checkpoint taken on demand (Job.Savepoint), aligned
+// whatever the job's checkpoint settings (its barriers are never
+// overtaken, so it holds no in-flight data), and written out, once it is
+// complete, into a directory of its own under CheckpointConfig.SavepointDir:
+// one file (snapshot.SavepointFile) that holds every byte of the
+// checkpoint, also the bytes that incremental checkpoints before it wrote,
+// so the directory can be copied or moved anywhere and restored there. The
+// file's header and every entry carry checksums, checked when it is read:
+// a damaged or truncated savepoint fails the restore, saying what is
+// wrong. (Flink's savepoints are full and self-contained too; see
+// package snapshot for the format.) The checkpoint is also one of the job's
+// own checkpoints: its transactional sinks commit with it. (In the
+// at-least-once mode, CheckpointConfig.Mode, whose barriers never block an
+// input, a savepoint is at least once too, as every checkpoint; a stop
+// checkpoint is exact either way, since nothing follows its barriers.)
+//
+// Job.Stop ends a job with a stop checkpoint: its sources read nothing
+// after their part of it, its barriers go aligned, and once it is complete
+// every transactional sink commits what it covers and every task ends
+// where it is, without ending its input (no window fires, and its state
+// stays in the checkpoint, from which the next run resumes). Nothing is
+// left half-committed, and nothing in flight. Job.StopWithSavepoint does
+// the same, and writes that checkpoint out as a savepoint. With
+// Config.StopOnCancel, cancelling Run's context stops the job so too.
+//
+// A job started with Config.RestoreFrom restores a savepoint or another
+// job's latest checkpoint, at any parallelism: keyed state is
+// redistributed by key group, and state is matched by name (see [State on
+// restore]), so a job changed since the savepoint restores it as a changed
+// job restores its own checkpoints. A job so started takes the identity
+// (job id and run) of the job that took the savepoint, so that its file
+// sinks go on with that job's output; and its state directory records
+// which savepoint it started from. Then:
+//
+//	its state directory holds           Run
+//	no checkpoint                       restores RestoreFrom
+//	checkpoints of a start from it      resumes from its latest checkpoint (after a
+//	                                    crash, say); RestoreFrom is not read
+//	any other checkpoint                fails with ErrRestoreFrom: the directory
+//	                                    belongs to another start
+//
+// so that running one command line again after a crash resumes, and
+// nothing is silently taken instead of what was asked for. Restoring one
+// savepoint into two jobs that write one sink directory mixes their output,
+// as it would in Flink: restore a copy of the output with each.
+//
+// # State on restore
+//
+// A checkpoint records, besides the state itself, every piece of state the
+// job declared when it was taken: its operator's name, its own name and
+// the layout of its type (StateChange describes layouts). Before a job
+// restores a checkpoint, once its operators have opened and declared their
+// state, it matches the two, by name (as Flink matches operator ids and
+// state names):
+//
+//	in the checkpoint, not declared by the job   fails the restore: the state would be dropped
+//	                                             (Config.AllowNonRestoredState drops it, and logs it)
+//	declared by both, with different layouts     fails the restore, naming both layouts
+//	declared by the job, not in the checkpoint   starts empty (a new operator or state), logged
+//
+// A source's position and the in-flight data of an unaligned checkpoint
+// belong to their operator: they too fail the restore if the job no longer
+// has it. Checkpoints of format version 1 did not record declarations:
+// their state is matched by name only (and only the state that had
+// entries). The match runs once per restore, never per record.
 package ringflow

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/internal/testseed"
-	"github.com/ringflow/ringflow/operator"
 )
 
 var seeds = testseed.Flag("seed", "")
@@ -491,13 +491,13 @@ func TestPanicFailsJob(t *testing.T) {
 	})
 	ringflow.Sink(s, "sink", func(context.Context, event) error { return nil })
 	err := job.Run(context.Background())
-	var oe *operator.Error
-	if !errors.As(err, &oe) || oe.Operator != "boom" || !errors.Is(err, operator.ErrPanic) ||
+	var oe *ringflow.OperatorError
+	if !errors.As(err, &oe) || oe.Operator != "boom" || !errors.Is(err, ringflow.ErrPanic) ||
 		!strings.Contains(err.Error(), "record 5000 is cursed") || !strings.Contains(string(oe.Stack), "engine_test.go") {
-		t.Fatalf("Run returned %v; want an operator.Error for boom with the panic and its stack", err)
+		t.Fatalf("Run returned %v; want an OperatorError for boom with the panic and its stack", err)
 	}
 	if msg := err.Error(); strings.Contains(msg, "\n") {
-		t.Errorf("Error() has %d lines; want one (the stack is in operator.Error.Stack)", strings.Count(msg, "\n")+1)
+		t.Errorf("Error() has %d lines; want one (the stack is in OperatorError.Stack)", strings.Count(msg, "\n")+1)
 	}
 	t.Logf("error: %.200s", err)
 	waitGoroutines(t, before)
@@ -513,7 +513,7 @@ func TestSinkErrorFailsJob(t *testing.T) {
 		return nil
 	})
 	err := job.Run(context.Background())
-	var oe *operator.Error
+	var oe *ringflow.OperatorError
 	if !errors.As(err, &oe) || oe.Operator != "picky" || !strings.Contains(err.Error(), "two is not allowed") {
 		t.Fatalf("Run returned %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // logRecorder is a slog.Handler that keeps every record, with the
@@ -100,9 +100,9 @@ func TestSourceOpenErrorNamesOperator(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.txt")
 	ringflow.Sink(ringflow.Source(job, "lines", ringflow.FileLines(missing)), "sink", func(context.Context, string) error { return nil })
 	err := job.Run(context.Background())
-	var oe *operator.Error
+	var oe *ringflow.OperatorError
 	if !errors.As(err, &oe) || oe.Operator != "lines" || oe.Subtask != 0 || !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("Run returned %v; want an operator.Error of lines wrapping fs.ErrNotExist", err)
+		t.Fatalf("Run returned %v; want an OperatorError of lines wrapping fs.ErrNotExist", err)
 	}
 	msg := err.Error()
 	if !strings.HasPrefix(msg, `ringflow: operator "lines" subtask 0: `) || !strings.Contains(msg, missing) ||
@@ -116,12 +116,14 @@ type failingSink struct{ fileSinkLike }
 
 type fileSinkLike struct{}
 
-func (fileSinkLike) Open(int, int) error                      { return errors.New("no such bucket") }
-func (fileSinkLike) Recover([][]byte) error                   { return nil }
-func (fileSinkLike) Write(string) error                       { return nil }
-func (fileSinkLike) PreCommit() ([]byte, func() error, error) { return nil, nil, nil }
-func (fileSinkLike) Commit([]byte) error                      { return nil }
-func (fileSinkLike) Close() error                             { return nil }
+func (fileSinkLike) Open(context.Context, int, int) error    { return errors.New("no such bucket") }
+func (fileSinkLike) Recover(context.Context, [][]byte) error { return nil }
+func (fileSinkLike) Write(string) error                      { return nil }
+func (fileSinkLike) PreCommit() ([]byte, func(context.Context) error, error) {
+	return nil, nil, nil
+}
+func (fileSinkLike) Commit(context.Context, []byte) error { return nil }
+func (fileSinkLike) Close() error                         { return nil }
 
 // TestSinkOpenErrorNamesOperator checks the same for a user sink.
 func TestSinkOpenErrorNamesOperator(t *testing.T) {
@@ -129,9 +131,9 @@ func TestSinkOpenErrorNamesOperator(t *testing.T) {
 	ringflow.TxnSink(ringflow.Source(job, "src", ringflow.FromSlice([]string{"a"})), "bucket",
 		func() ringflow.TwoPhaseSink[string] { return failingSink{} })
 	err := job.Run(context.Background())
-	var oe *operator.Error
+	var oe *ringflow.OperatorError
 	if !errors.As(err, &oe) || oe.Operator != "bucket" || !strings.Contains(err.Error(), "no such bucket") {
-		t.Fatalf("Run returned %v; want an operator.Error of bucket with the sink's error", err)
+		t.Fatalf("Run returned %v; want an OperatorError of bucket with the sink's error", err)
 	}
 }
 

@@ -102,7 +102,7 @@ type RestoreInfo struct {
 // TaskFailureInfo describes the failure that ended an attempt.
 type TaskFailureInfo struct {
 	// Operator and Subtask name the failed task, when the failure is a
-	// task's (an *operator.Error); Operator is "" otherwise.
+	// task's (an *OperatorError); Operator is "" otherwise.
 	Operator string
 	Subtask  int
 	Attempt  int

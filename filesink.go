@@ -3,6 +3,7 @@ package ringflow
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +13,60 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
-// TwoPhaseSink is a transactional sink; see operator.TwoPhaseSink.
-type TwoPhaseSink[T any] = operator.TwoPhaseSink[T]
+// TwoPhaseSink is a sink whose output becomes visible only when a
+// checkpoint that covers it completes (Flink's TwoPhaseCommitSinkFunction),
+// as TxnSink runs it. Records go into the current transaction; when a
+// checkpoint's barrier reaches the sink, the transaction is pre-committed
+// (made durable but kept invisible) and a new one begins; when that
+// checkpoint completes, the transaction is committed. A restored job
+// commits again the transactions of the checkpoint it restores, so Commit
+// must be idempotent. Without checkpoints, the one transaction is
+// committed at the end of input.
+//
+// Its methods run on the subtask's worker thread, one at a time, but for
+// the durable function PreCommit returns. While one blocks, the worker's
+// other tasks wait: the calls that may wait on an external system (a
+// broker, a database) — Open, Recover, Commit and the durable function —
+// are given the context of the job's attempt, which is done when the
+// attempt ends (the job is cancelled, stops or ends, or another task
+// fails), and should return then. An error from any of them, or a panic,
+// fails the task with an *OperatorError naming the operator and subtask,
+// and the job restarts as Config.Restart says. A TwoPhaseSink
+// that implements CheckpointListener is told when checkpoints complete,
+// after its transactions up to them are committed. FileSink and its
+// variants are TwoPhaseSinks.
+type TwoPhaseSink[T any] interface {
+	// Open prepares subtask of parallelism (subtask in [0, parallelism)).
+	Open(ctx context.Context, subtask, parallelism int) error
+	// Recover is called once after Open, before any record: it commits the
+	// transactions txns (pre-committed in the restored checkpoint; none on
+	// a fresh start) and discards every other transaction this subtask
+	// left behind.
+	Recover(ctx context.Context, txns [][]byte) error
+	// Write adds a record to the current transaction.
+	Write(rec T) error
+	// PreCommit ends the current transaction. It returns its handle (nil
+	// for an empty transaction), which the checkpoint keeps and Commit
+	// and Recover are given, and a function (or nil) that makes the
+	// transaction durable: it runs on a goroutine of its own, off the
+	// task's thread, and the checkpoint completes only once it has
+	// returned nil. It is given the context of the attempt that took the
+	// checkpoint.
+	PreCommit() (txn []byte, durable func(ctx context.Context) error, err error)
+	// Commit makes a pre-committed transaction visible. It is idempotent:
+	// committing a transaction committed already does nothing.
+	Commit(ctx context.Context, txn []byte) error
+	// Close releases what the sink holds; an open transaction is dropped.
+	Close() error
+}
+
+var (
+	_ operator.TwoPhaseSink[int] = (TwoPhaseSink[int])(nil)
+	_ TwoPhaseSink[int]          = (operator.TwoPhaseSink[int])(nil)
+)
 
 // TxnSink adds a sink whose output becomes visible only when a checkpoint
 // covering it completes: with checkpoints on, its output holds every record
@@ -31,7 +81,7 @@ func TxnSink[T any](s Stream[T], name string, newSink func() TwoPhaseSink[T], op
 		if o, ok := sink.(ownedSink); ok {
 			o.setOwner(func() identity { return j.identity })
 		}
-		op := operator.NewTxnSink(sink)
+		op := operator.NewTxnSink[T](sink)
 		return []any{operator.Input[T](op)}, op
 	}
 }
@@ -127,7 +177,7 @@ func (s *fileSink[T]) pendingDir() string { return filepath.Join(s.dir, ".pendin
 
 func (s *fileSink[T]) setOwner(f func() identity) { s.owner = f }
 
-func (s *fileSink[T]) Open(subtask, parallelism int) error {
+func (s *fileSink[T]) Open(_ context.Context, subtask, parallelism int) error {
 	s.sub, s.par = subtask, parallelism
 	if s.encode == nil {
 		return fmt.Errorf("file sink %s: the record encoder is nil", s.dir)
@@ -237,9 +287,9 @@ func FileSinkPart(name string) (subtask int, seq uint64, ok bool) {
 // directory holds no committed part at all: then the job was restored
 // from a savepoint into a directory of its own, and the transaction was
 // committed where the job that took the savepoint wrote.
-func (s *fileSink[T]) Recover(txns [][]byte) error {
+func (s *fileSink[T]) Recover(ctx context.Context, txns [][]byte) error {
 	for _, t := range txns {
-		err := s.Commit(t)
+		err := s.Commit(ctx, t)
 		if errors.Is(err, errTxnMissing) {
 			var parts []string
 			if parts, err = s.committedParts(); err == nil && len(parts) > 0 {
@@ -297,7 +347,9 @@ func (s *fileSink[T]) Write(r T) error {
 	return err
 }
 
-func (s *fileSink[T]) PreCommit() ([]byte, func() error, error) {
+// PreCommit flushes the part file; its durable function syncs and closes
+// it. A local file's sync does not wait on ctx.
+func (s *fileSink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 	if s.f == nil {
 		return nil, nil, nil
 	}
@@ -308,14 +360,14 @@ func (s *fileSink[T]) PreCommit() ([]byte, func() error, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	durable := func() error {
+	durable := func(context.Context) error {
 		err := f.Sync()
 		return errors.Join(err, f.Close())
 	}
 	return []byte(s.name), durable, nil
 }
 
-func (s *fileSink[T]) Commit(txn []byte) error {
+func (s *fileSink[T]) Commit(_ context.Context, txn []byte) error {
 	name := string(txn)
 	if _, _, ok := FileSinkPart(name); !ok {
 		return fmt.Errorf("file sink: %q is not a part file name", name)

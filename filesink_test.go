@@ -1,6 +1,7 @@
 package ringflow
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,10 +24,10 @@ func TestFileSinkOf(t *testing.T) {
 		b = append(b, ' ')
 		return strconv.AppendUint(b, p.v, 10)
 	})()
-	if err := s.Open(0, 1); err != nil {
+	if err := s.Open(context.Background(), 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Recover(nil); err != nil {
+	if err := s.Recover(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	var want []string
@@ -46,10 +47,10 @@ func TestFileSinkOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := durable(); err != nil {
+	if err := durable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(txn); err != nil {
+	if err := s.Commit(context.Background(), txn); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadFileSink(dir)
@@ -70,7 +71,7 @@ func TestFileSinkOf(t *testing.T) {
 func TestFileSinkEncoderErrors(t *testing.T) {
 	dir := t.TempDir()
 	s := FileSinkEncoded(dir, FileSinkOptions{}, JSONLines[map[string]any]())()
-	if err := s.Open(0, 1); err != nil {
+	if err := s.Open(context.Background(), 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	err := s.Write(map[string]any{"ch": make(chan int)})
@@ -81,7 +82,7 @@ func TestFileSinkEncoderErrors(t *testing.T) {
 	s.Close()
 
 	multi := FileSinkEncoded(dir, FileSinkOptions{}, func(b []byte, r string) ([]byte, error) { return append(b, r...), nil })()
-	if err := multi.Open(0, 1); err != nil {
+	if err := multi.Open(context.Background(), 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := multi.Write("one\ntwo"); err == nil || !strings.Contains(err.Error(), "newline at byte 3") {
@@ -89,7 +90,7 @@ func TestFileSinkEncoderErrors(t *testing.T) {
 	}
 	multi.Close()
 
-	if err := FileSinkEncoded[string](dir, FileSinkOptions{}, nil)().Open(0, 1); err == nil || !strings.Contains(err.Error(), "encoder is nil") {
+	if err := FileSinkEncoded[string](dir, FileSinkOptions{}, nil)().Open(context.Background(), 0, 1); err == nil || !strings.Contains(err.Error(), "encoder is nil") {
 		t.Errorf("Open with a nil encoder returned %v; want an error saying so", err)
 	}
 }

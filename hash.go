@@ -7,8 +7,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // hasherFor returns the key hash for keys of type K: xxhash64 of the key's

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
-	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
@@ -75,7 +75,7 @@ type Config struct {
 	Debloat time.Duration
 	// BatchSize is the most records a source reads at once; default 1024.
 	// A source's watermark advances once per batch (see
-	// operator.WatermarkStrategy): 1 gives a watermark after every record.
+	// WatermarkStrategy): 1 gives a watermark after every record.
 	BatchSize int
 	// MaxBatchDelay bounds how long a record may wait in a partly filled
 	// frame while its task keeps finding input; default 1ms. (A frame is
@@ -134,7 +134,9 @@ type Config struct {
 	// StopOnCancel makes a cancelled context stop the job as Job.Stop
 	// does: with a final checkpoint that commits every transactional sink,
 	// within Checkpoint.Timeout of the cancellation (after that, at once,
-	// and Run's error says so). Run then returns ctx.Err(). By default a
+	// and Run's error says so). Run then returns ctx.Err(). The context
+	// user code is given (a Sink's, a TwoPhaseSink's,
+	// KeyedContext.Context) stays live while the job stops. By default a
 	// cancelled job stops at once: its checkpoints in flight are aborted,
 	// and what its sinks pre-committed is committed by the next run that
 	// restores the latest checkpoint. Needs checkpoints.
@@ -550,7 +552,7 @@ func (f windowOnly) applyWindow(o *nodeOptions) { f(o) }
 type nodeOptions struct {
 	parallelism    int
 	parallelismSet bool
-	codec          any // operator.Codec of the output type
+	codec          any // Codec of the output type
 	lateness       time.Duration
 	late           any // func(T) for late window records
 }
@@ -563,7 +565,7 @@ func Parallelism(p int) NodeOption {
 // WithCodec sets the codec for an operator's output records, for types the
 // built-in codecs cannot encode or to encode them more compactly. Sinks,
 // which have no output, do not take it.
-func WithCodec[T any](c operator.Codec[T]) OutputOption { return func(o *nodeOptions) { o.codec = c } }
+func WithCodec[T any](c Codec[T]) OutputOption { return func(o *nodeOptions) { o.codec = c } }
 
 // AllowedLateness keeps a window operator's windows this long after they
 // fired; late records within it update and re-fire them. Only Window takes

@@ -3,7 +3,7 @@ package ringflow
 import (
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
@@ -59,8 +59,10 @@ type SubtaskMetrics struct {
 	// that ran out of time part-way through an input frame.
 	StepsCut int64
 	// Busy, Backpressured and Idle split the time of the subtask's task
-	// (shared by the operators of a chain): with work, stopped by a full
-	// output ring, with nothing to do (see operator.Metrics.BusyNs).
+	// (shared by the operators of a chain), from each of its steps to the
+	// next: busy if the step made progress, backpressured if it stopped
+	// for lack of room in an output ring, idle otherwise. They add up to
+	// the time from its first step to its last.
 	Busy, Backpressured, Idle time.Duration
 	// Watermark is the subtask's event time (zero before the first
 	// watermark, and on streams without event time).

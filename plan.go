@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
-	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 )
 

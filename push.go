@@ -9,7 +9,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // PushOptions configure a Push source.
@@ -421,13 +421,13 @@ func (s *pushSource[T]) Read(buf []T) (int, error) { return s.p.take(buf, &s.pos
 
 func (s *pushSource[T]) Position() []byte { return binary.LittleEndian.AppendUint64(nil, s.pos) }
 
-// PositionFor implements operator.CheckpointPositioner.
+// PositionFor implements CheckpointPositioner.
 func (s *pushSource[T]) PositionFor(id uint64) []byte {
 	s.marks = append(s.marks, pushMark{id, s.pos})
 	return s.Position()
 }
 
-// NotifyComplete implements operator.CheckpointListener: the records before
+// NotifyComplete implements CheckpointListener: the records before
 // the position of checkpoint id are durable.
 func (s *pushSource[T]) NotifyComplete(id uint64) error {
 	var durable uint64
@@ -449,7 +449,7 @@ func (s *pushSource[T]) NotifyComplete(id uint64) error {
 	return nil
 }
 
-// NotifyAborted implements operator.CheckpointListener.
+// NotifyAborted implements CheckpointListener.
 func (s *pushSource[T]) NotifyAborted(id uint64) {
 	s.marks = slices.DeleteFunc(s.marks, func(m pushMark) bool { return m.id == id })
 }

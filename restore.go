@@ -6,28 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/snapshot"
 )
-
-// State on restore
-//
-// A checkpoint records, besides the state itself, every piece of state the
-// job declared when it was taken: its operator's name, its own name and
-// the layout of its type (operator.Layout). Before a job restores a
-// checkpoint, once its operators have opened and declared their state, it
-// matches the two, by name (as Flink matches operator ids and state names):
-//
-//	in the checkpoint, not declared by the job   fails the restore: the state would be dropped
-//	                                             (Config.AllowNonRestoredState drops it, and logs it)
-//	declared by both, with different layouts     fails the restore, naming both layouts
-//	declared by the job, not in the checkpoint   starts empty (a new operator or state), logged
-//
-// A source's position and the in-flight data of an unaligned checkpoint
-// belong to their operator: they too fail the restore if the job no longer
-// has it. Checkpoints of format version 1 did not record declarations:
-// their state is matched by name only (and only the state that had
-// entries). The match runs once per restore, never per record.
 
 // StateRef names a piece of state: its operator and its name within it. An
 // empty State stands for a source's position or an operator's in-flight
@@ -47,7 +28,12 @@ func (r StateRef) String() string {
 // and the job restoring it.
 type StateChange struct {
 	StateRef
-	Old, New string // layouts (operator.Layout)
+	// Old and New are the state's layouts in the checkpoint and in the
+	// job: the kinds, sizes and field names of everything a value of its
+	// type holds (not the type's name, which may change without its bytes
+	// changing), as "key string, value struct{Name string; N int64}"
+	// for a keyed state.
+	Old, New string
 }
 
 // RestoreMismatchError says why a job cannot restore a checkpoint: state it
@@ -144,8 +130,8 @@ func (p *physical) declared() []snapshot.StateInfo {
 }
 
 // matchState matches the state the job declared with checkpoint cp's (see
-// "State on restore" above) and returns what the restore adds and drops,
-// or a *RestoreMismatchError.
+// "State on restore" in the package doc) and returns what the restore
+// adds and drops, or a *RestoreMismatchError.
 func (j *Job) matchState(cp *snapshot.Checkpoint, declared []snapshot.StateInfo) (RestoreReport, error) {
 	meta := cp.Meta()
 	job := map[StateRef]string{}

@@ -11,8 +11,8 @@ import (
 	"github.com/ringflow/ringflow/align"
 	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/internal/cmalloc"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
-	"github.com/ringflow/ringflow/operator"
 	"github.com/ringflow/ringflow/ring"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
@@ -22,7 +22,7 @@ import (
 // waits until every sink has seen the end of its input (bounded sources),
 // the context is cancelled, or an operator fails. It returns nil,
 // ctx.Err(), or the failure, which names the operator and subtask (an
-// *operator.Error). Every worker has exited when Run returns.
+// *OperatorError). Every worker has exited when Run returns.
 //
 // Before it starts anything, Run reports every problem of the Config (each
 // a *ConfigError, wrapping ErrConfig) and of the graph (each a
@@ -128,7 +128,15 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		return err
 	}
 	defer p.close()
-	actx, cancel := context.WithCancelCause(ctx)
+	stopOnCancel := store != nil && j.cfg.StopOnCancel
+	base := ctx
+	if stopOnCancel {
+		// NB: a cancelled ctx then stops the job with a stop checkpoint,
+		// which user code takes part in (a sink commits it): the
+		// attempt's context ends with the attempt, not with ctx.
+		base = context.WithoutCancel(ctx)
+	}
+	actx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	p.setAttempt(actx, cancel)
 	var cp *snapshot.Checkpoint
@@ -213,9 +221,9 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 	}
 	defer j.ctl.attach(nil, nil)
 	runCtx := ctx
-	if store != nil && j.cfg.StopOnCancel {
+	if stopOnCancel {
 		var unwatch func()
-		runCtx, unwatch = j.stopOnCancel(ctx, p.pool)
+		runCtx, unwatch = j.stopOnCancel(ctx, p.pool, cancel)
 		defer unwatch()
 	}
 	j.statsMu.Lock()
@@ -584,7 +592,7 @@ func (p *physical) latest(store *snapshot.Store) (*snapshot.Checkpoint, error) {
 
 // restorePositions rewinds every source to its position in cp. A source
 // whose parallelism changed shares out its splits anew, if it has splits
-// (operator.SplitSource); else the restore fails.
+// (SplitSource); else the restore fails.
 func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
 	meta := cp.Meta()
 	for _, t := range p.tasks {

@@ -10,58 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/sched"
 	"github.com/ringflow/ringflow/snapshot"
 )
-
-// Savepoints and stopping
-//
-// A savepoint is a checkpoint taken on demand (Job.Savepoint), aligned
-// whatever the job's checkpoint settings (its barriers are never
-// overtaken, so it holds no in-flight data), and written out, once it is
-// complete, into a directory of its own under CheckpointConfig.SavepointDir:
-// one file (snapshot.SavepointFile) that holds every byte of the
-// checkpoint, also the bytes that incremental checkpoints before it wrote,
-// so the directory can be copied or moved anywhere and restored there. The
-// file's header and every entry carry checksums, checked when it is read:
-// a damaged or truncated savepoint fails the restore, saying what is
-// wrong. (Flink's savepoints are full and self-contained too; see
-// package snapshot for the format.) The checkpoint is also one of the job's
-// own checkpoints: its transactional sinks commit with it. (In the
-// at-least-once mode, CheckpointConfig.Mode, whose barriers never block an
-// input, a savepoint is at least once too, as every checkpoint; a stop
-// checkpoint is exact either way, since nothing follows its barriers.)
-//
-// Job.Stop ends a job with a stop checkpoint: its sources read nothing
-// after their part of it, its barriers go aligned, and once it is complete
-// every transactional sink commits what it covers and every task ends
-// where it is, without ending its input (no window fires, and its state
-// stays in the checkpoint, from which the next run resumes). Nothing is
-// left half-committed, and nothing in flight. Job.StopWithSavepoint does
-// the same, and writes that checkpoint out as a savepoint. With
-// Config.StopOnCancel, cancelling Run's context stops the job so too.
-//
-// A job started with Config.RestoreFrom restores a savepoint or another
-// job's latest checkpoint, at any parallelism: keyed state is
-// redistributed by key group, and state is matched by name (see "State on
-// restore" in restore.go), so a job changed since the savepoint restores
-// it as a changed job restores its own checkpoints. A job so started takes
-// the identity (job id and run) of the job that took the savepoint, so
-// that its file sinks go on with that job's output; and its state
-// directory records which savepoint it started from. Then:
-//
-//	its state directory holds           Run
-//	no checkpoint                       restores RestoreFrom
-//	checkpoints of a start from it      resumes from its latest checkpoint (after a
-//	                                    crash, say); RestoreFrom is not read
-//	any other checkpoint                fails with ErrRestoreFrom: the directory
-//	                                    belongs to another start
-//
-// so that running one command line again after a crash resumes, and
-// nothing is silently taken instead of what was asked for. Restoring one
-// savepoint into two jobs that write one sink directory mixes their output,
-// as it would in Flink: restore a copy of the output with each.
 
 // ErrNotRunning is returned by Job.Savepoint, Job.Stop and
 // Job.StopWithSavepoint once Run has returned.
@@ -135,7 +87,7 @@ func (j *Job) StopWithSavepoint(ctx context.Context) (string, error) {
 // Stop stops the job and waits for Run to return: the sources stop
 // reading, the job takes a stop checkpoint, aligned, and once it is
 // complete every transactional sink commits and every task ends (see
-// "Savepoints and stopping" in savepoint.go), and Run returns nil. A run
+// "Savepoints and stopping" in the package doc), and Run returns nil. A run
 // on the same state directory resumes from that checkpoint. If the job
 // ends otherwise first (it fails, or reads all its input), Stop returns
 // what Run returns. Without checkpoints the job has nothing to take a
@@ -387,17 +339,16 @@ func (c *coordinator) savepointPath(id uint64) string {
 	return path
 }
 
-// export writes checkpoint f, pinned in the store, as a savepoint for its
-// requests. It runs on a goroutine of its own: the coordinator's stop
+// export writes checkpoint f, pinned in the store, as a savepoint into
+// path for its requests. It runs on a goroutine of its own: the coordinator's stop
 // waits for it.
-func (c *coordinator) export(f *inflight, pin *snapshot.Pinned, err error) {
+func (c *coordinator) export(f *inflight, path string, pin *snapshot.Pinned, err error) {
 	defer c.exports.Done()
 	var cp *snapshot.Checkpoint
 	if err == nil {
 		cp, err = pin.Read()
 		pin.Release()
 	}
-	path := c.savepointPath(f.id)
 	start := time.Now()
 	var info snapshot.SavepointInfo
 	if err == nil {
@@ -406,6 +357,7 @@ func (c *coordinator) export(f *inflight, pin *snapshot.Pinned, err error) {
 	if err != nil {
 		err = fmt.Errorf("ringflow: savepoint of checkpoint %d: %w", f.id, err)
 		c.job.cfg.Logger.Error("ringflow: savepoint failed", "checkpoint", f.id, "path", path, "err", err)
+		c.job.forgetSavepoint(f.id, path)
 		path = ""
 	} else {
 		c.job.cfg.Logger.Info("ringflow: savepoint written", "checkpoint", f.id, "path", path,
@@ -507,8 +459,9 @@ func (src *restoreSource) load(j *Job) (*snapshot.Checkpoint, error) {
 }
 
 // useRestoreFrom decides, before the job's first attempt, whether it
-// restores Config.RestoreFrom (see "Savepoints and stopping" above); store
-// is the job's own checkpoint store, nil without checkpoints.
+// restores Config.RestoreFrom (see "Savepoints and stopping" in the
+// package doc); store is the job's own checkpoint store, nil without
+// checkpoints.
 func (j *Job) useRestoreFrom(store *snapshot.Store) error {
 	src, err := resolveRestoreFrom(j.cfg.RestoreFrom, j.cfg.Logger)
 	if err != nil {
@@ -545,9 +498,9 @@ func (j *Job) useRestoreFrom(store *snapshot.Store) error {
 // stopOnCancel makes the cancellation of ctx stop the job as Stop does
 // (Config.StopOnCancel): it returns the context the attempt's pool runs
 // with, which outlives ctx, and a function to call when the attempt ends.
-// The stop is bounded by Checkpoint.Timeout: after that pool fails with
-// ctx's error.
-func (j *Job) stopOnCancel(ctx context.Context, pool *sched.Pool) (context.Context, func()) {
+// The stop is bounded by Checkpoint.Timeout: after that the attempt's
+// context is cancelled (cancel) and pool fails, with ctx's error.
+func (j *Job) stopOnCancel(ctx context.Context, pool *sched.Pool, cancel context.CancelCauseFunc) (context.Context, func()) {
 	var mu sync.Mutex
 	var bound *time.Timer
 	ended := false
@@ -560,8 +513,10 @@ func (j *Job) stopOnCancel(ctx context.Context, pool *sched.Pool) (context.Conte
 		}
 		timeout := j.cfg.Checkpoint.Timeout
 		bound = time.AfterFunc(timeout, func() {
-			pool.Fail(fmt.Errorf("%w: the final checkpoint did not complete within Checkpoint.Timeout (%v) of the cancellation",
-				ctx.Err(), timeout))
+			err := fmt.Errorf("%w: the final checkpoint did not complete within Checkpoint.Timeout (%v) of the cancellation",
+				ctx.Err(), timeout)
+			cancel(err)
+			pool.Fail(err)
 		})
 	})
 	return context.WithoutCancel(ctx), func() {

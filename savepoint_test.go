@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ type spJob struct {
 	withTotal   bool // a keyed "total" branch into a plain sink
 	allow       bool // AllowNonRestoredState
 	cancelStop  bool // StopOnCancel
+	events      *ringflow.EventListener
 }
 
 func (c spJob) build() *ringflow.Job {
@@ -44,7 +46,7 @@ func (c spJob) build() *ringflow.Job {
 		Unaligned: c.unaligned}
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, BatchSize: 50, Checkpoint: ck,
 		RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allow, StopOnCancel: c.cancelStop,
-		Logger: newLogRecorder().logger()})
+		Logger: newLogRecorder().logger(), Events: c.events})
 	evs := c.evs
 	s := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) event { return evs[i] },
 		ringflow.GenOptions{Count: uint64(len(evs)), Rate: c.rate}))
@@ -324,6 +326,79 @@ func TestSavepointWhileRunning(t *testing.T) {
 	ringflow.Sink(counts, "out", sinkTo(&got, func(s string) string { return s }))
 	run(t, job)
 	countsFrom(t, c.evs, got.sorted())
+}
+
+// TestSavepointInStats checks that the statistics of a checkpoint taken
+// for a savepoint, in Events.CheckpointCompleted and in Job.Checkpoints,
+// name the savepoint's directory, and those of other checkpoints none;
+// and that a savepoint that cannot be written loses its directory in
+// Job.Checkpoints.
+func TestSavepointInStats(t *testing.T) {
+	for _, writable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("writable=%v", writable), func(t *testing.T) {
+			c := newSPJob(t, t.TempDir())
+			if !writable {
+				// A file where the directory of savepoints should be.
+				if err := os.WriteFile(c.savepoints, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			completed := map[uint64]ringflow.CheckpointStats{}
+			c.events = &ringflow.EventListener{CheckpointCompleted: func(s ringflow.CheckpointStats) {
+				mu.Lock()
+				defer mu.Unlock()
+				completed[s.ID] = s
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			job := c.build()
+			done := started(t, ctx, job, 2)
+			var paths []string
+			sp, err := job.Savepoint(ctx)
+			if writable != (err == nil) {
+				t.Fatalf("Savepoint: %q, %v; want an error only if the directory is not writable", sp, err)
+			}
+			paths = append(paths, sp)
+			sp, err = job.StopWithSavepoint(ctx)
+			if writable != (err == nil) {
+				t.Fatalf("StopWithSavepoint: %q, %v; want an error only if the directory is not writable", sp, err)
+			}
+			paths = append(paths, sp)
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			var listed []string
+			for _, cp := range job.Checkpoints() {
+				mu.Lock()
+				ev, ok := completed[cp.ID]
+				mu.Unlock()
+				if cp.Status != "completed" {
+					continue
+				}
+				if !ok {
+					t.Fatalf("checkpoint %d completed without an event", cp.ID)
+				}
+				switch {
+				case !cp.Savepoint && (cp.SavepointPath != "" || ev.SavepointPath != ""):
+					t.Fatalf("checkpoint %d, not for a savepoint, names %q (event %q)", cp.ID, cp.SavepointPath, ev.SavepointPath)
+				case cp.Savepoint && ev.SavepointPath == "":
+					t.Fatalf("the event of savepoint checkpoint %d names no directory", cp.ID)
+				case cp.Savepoint && writable && cp.SavepointPath != ev.SavepointPath:
+					t.Fatalf("savepoint checkpoint %d names %q, its event %q", cp.ID, cp.SavepointPath, ev.SavepointPath)
+				case cp.Savepoint && !writable && cp.SavepointPath != "":
+					t.Fatalf("savepoint checkpoint %d names %q, which could not be written", cp.ID, cp.SavepointPath)
+				case cp.Savepoint && writable:
+					listed = append(listed, cp.SavepointPath)
+				case cp.Savepoint:
+					listed = append(listed, "")
+				}
+			}
+			if !slices.Equal(listed, paths) {
+				t.Fatalf("savepoint checkpoints name %q; Savepoint and StopWithSavepoint returned %q", listed, paths)
+			}
+		})
+	}
 }
 
 // countsFrom checks the lines of a rolling count restored from a

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // OutputTag names a side output of records of type T: a second output of
@@ -26,11 +26,21 @@ import (
 //	alerts := ringflow.Process(byCard, "fraud", newFraud)
 //	held := ringflow.SideOutput(alerts, suspicious) // a Stream[Payment]
 //
-// and a window sends its late records to one (LateOutput).
+// and a window sends its late records to one (LateOutput). Its methods:
+//
+//	Emit(ctx Outputs, v T) // emits v to the side output, with the timestamp of the record or timer at hand
+//	Name() string          // the side output's name
+//	Type() reflect.Type    // the type of its records, T
+//
+// Emit is called from a ProcessFunc's Process or OnTimer, with the
+// *KeyedContext they are given. Records emitted to a side output the job
+// does not read are dropped; emitting a T to a side output the job reads
+// as another type fails the task.
 type OutputTag[T any] = operator.OutputTag[T]
 
 // Outputs is where a process function finds its side outputs: the
-// *KeyedContext it is given (see OutputTag.Emit).
+// *KeyedContext it is given is one, and OutputTag.Emit takes it. Only the
+// runtime implements it.
 type Outputs = operator.Outputs
 
 // NewOutputTag returns the tag of the side output named name (non-empty,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
 )
 
 var (
@@ -223,7 +222,7 @@ func TestSideOutputErrors(t *testing.T) {
 		ringflow.Sink(ringflow.SideOutput(p, ringflow.NewOutputTag[string]("big")), "big",
 			func(context.Context, string) error { return nil })
 		err := job.Run(context.Background())
-		var oe *operator.Error
+		var oe *ringflow.OperatorError
 		if !errors.As(err, &oe) || oe.Operator != "split" ||
 			!strings.Contains(err.Error(), `side output "big": emitted a int64, but the job reads it as string`) {
 			t.Fatalf("Run returned %v; want split's failure to emit an int64 as a string", err)

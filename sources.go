@@ -10,15 +10,125 @@ import (
 	"os"
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
-// SourceFunc is the interface sources implement; see operator.Source.
-type SourceFunc[T any] = operator.Source[T]
+// SourceFunc produces the records of one subtask of a source operator
+// (Source, SourceWithEventTime); each subtask has its own, made by the
+// job's NewSource (again for every attempt, after a restart). Sources are replayable: Position says where the source
+// stands, a checkpoint keeps it, and a restored job opens the source at
+// it again, so that it reads exactly the records after those the
+// checkpoint covers.
+//
+// A SourceFunc may also implement:
+//   - CheckpointListener, to be told when a checkpoint completes (to
+//     acknowledge the messages it covers to a broker, say) or is aborted;
+//   - CheckpointPositioner, to know which checkpoint a position goes into;
+//   - Pacer, to say when its next record is due;
+//   - SplitSource, to be restored at another parallelism than its
+//     checkpoint's.
+//
+// Its methods run on the subtask's worker thread, one at a time. An error
+// from any of them, or a panic, fails the task with an *OperatorError
+// naming the operator and subtask, and the job restarts as Config.Restart
+// says. Generate, FromSlice, FileLines, FromBlocking and Push make
+// sources.
+type SourceFunc[T any] interface {
+	// Open prepares subtask of parallelism (subtask in [0, parallelism))
+	// to read from pos, a value Position returned earlier (possibly in
+	// another run), or from the beginning if pos is nil.
+	Open(subtask, parallelism int, pos []byte) error
+	// Read fills buf with up to len(buf) records and returns how many. It
+	// returns io.EOF when the source is exhausted (with the records read
+	// before it, if any). (0, nil) means nothing is available now: the
+	// task asks again when the source's Pacer says, or after about a
+	// millisecond.
+	//
+	// Read must not block. It runs between the source's checkpoint
+	// messages: while it waits, the worker's other tasks wait, and a
+	// checkpoint cannot start at the source. A source whose input may
+	// block reads it on a goroutine of its own and hands over what that
+	// has read; FromBlocking does so for a reader of one record at a time.
+	Read(buf []T) (int, error)
+	// Position returns where to resume to read exactly the records after
+	// those Read has returned. The source may not change the slice later.
+	Position() []byte
+	// Close releases what the source holds, when the task ends, fails or
+	// restarts.
+	Close() error
+}
 
-// WatermarkStrategy says how a source's records are timestamped and
-// watermarked; see operator.WatermarkStrategy.
-type WatermarkStrategy[T any] = operator.WatermarkStrategy[T]
+// CheckpointPositioner is implemented by sources that need to know which
+// checkpoint a position goes into, so as to act when that checkpoint
+// completes (as a CheckpointListener): a task taking checkpoint id asks
+// such a source for its position with PositionFor(id) instead of
+// Position.
+type CheckpointPositioner interface {
+	PositionFor(checkpoint uint64) []byte
+}
+
+// Pacer is implemented by sources that produce on a schedule (Generate at
+// a Rate): NextReady says when the next record is due, and a task whose
+// source returned no records asks it again then rather than polling. The
+// zero time means now (or never, once the source is exhausted).
+type Pacer interface {
+	NextReady() time.Time
+}
+
+// SplitSource is implemented by a source whose input is made of splits
+// (files, partitions, ranges) that its subtasks share out, so that a job
+// can be restored at another parallelism than its checkpoint's (see
+// Config.RestoreFrom). A source that does not implement it is restored at
+// its checkpoint's parallelism only; at another, the restore fails.
+type SplitSource interface {
+	// RescalePosition returns the position that subtask of parallelism
+	// opens at (SourceFunc.Open), given old, the positions of every
+	// subtask of the parallelism the checkpoint was taken at (old[i] of
+	// subtask i; nil where a subtask had none). The subtasks at the new
+	// parallelism must together read every split of old exactly once,
+	// from where it stood; a subtask may be given none. It is called on
+	// an instance that has not been opened.
+	RescalePosition(subtask, parallelism int, old [][]byte) ([]byte, error)
+}
+
+// WatermarkStrategy says how the records of a source (SourceWithEventTime,
+// PushOptions.EventTime) are timestamped and watermarked.
+//
+// A source's watermark advances once per batch it reads (up to
+// Config.BatchSize records), from the newest timestamp in that batch, not
+// record by record: every record of a batch is processed before the
+// watermark that follows it. So when event-time timers and windows fire
+// relative to the records around them depends on the batch size (their
+// results do not, for records within the out-of-orderness bound). A job
+// that needs a watermark after every record sets Config.BatchSize to 1,
+// at a cost in throughput.
+type WatermarkStrategy[T any] struct {
+	// Timestamp extracts a record's event time, in epoch milliseconds.
+	// It is required.
+	Timestamp func(T) int64
+	// OutOfOrderness bounds how far behind the newest timestamp seen a
+	// record may be: the watermark is the newest timestamp less the
+	// bound, less 1 ms. Records older than the watermark are late.
+	OutOfOrderness time.Duration
+	// IdleTimeout marks the source idle when it produced nothing for this
+	// long, so that it does not hold back the watermark downstream; 0
+	// never marks it idle.
+	IdleTimeout time.Duration
+}
+
+// The runtime's interfaces and the ones above are the same, so that a
+// value of either is one of the other.
+var (
+	_ operator.Source[int]             = (SourceFunc[int])(nil)
+	_ SourceFunc[int]                  = (operator.Source[int])(nil)
+	_ operator.CheckpointPositioner    = (CheckpointPositioner)(nil)
+	_ CheckpointPositioner             = (operator.CheckpointPositioner)(nil)
+	_ operator.Pacer                   = (Pacer)(nil)
+	_ Pacer                            = (operator.Pacer)(nil)
+	_ operator.SplitSource             = (SplitSource)(nil)
+	_ SplitSource                      = (operator.SplitSource)(nil)
+	_ *operator.WatermarkStrategy[int] = (*operator.WatermarkStrategy[int])((*WatermarkStrategy[int])(nil))
+)
 
 // GenOptions configure Generate.
 type GenOptions struct {
@@ -89,7 +199,7 @@ func (g *generator[T]) Read(buf []T) (int, error) {
 	return int(n), nil
 }
 
-// NextReady implements operator.Pacer.
+// NextReady implements Pacer.
 func (g *generator[T]) NextReady() time.Time {
 	if g.rate <= 0 {
 		return time.Time{}
@@ -190,7 +300,7 @@ func (s *fileLines) Close() error {
 // block doing so (a socket, a pipe, a broker's client). See FromBlocking.
 type BlockingReader[T any] interface {
 	// Next returns the next record and the position after it: a position
-	// to resume from, as Source.Position would return it after the
+	// to resume from, as SourceFunc.Position would return it after the
 	// record (the source keeps the slice: Next must not change it later).
 	// It returns io.EOF at the end of the input. ctx is done when the
 	// source closes (the job ends, fails or restarts): a Next that blocks

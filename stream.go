@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringflow/ringflow/operator"
+	"github.com/ringflow/ringflow/internal/operator"
 )
 
 // Stream is a stream of records of type T: the output of an operator, or
@@ -34,13 +34,41 @@ type KeyedStream[K comparable, T any] struct {
 	keys operator.KeyFuncs[K, T]
 }
 
-// Collector gathers records a FlatMap or process function emits: Emit
-// emits one with the timestamp of the record (or timer) at hand, EmitAt
-// with a timestamp of its own.
+// Collector gathers the records a FlatMap function or a ProcessFunc
+// emits for the record or timer at hand, and hands them on once it
+// returns. Its methods:
+//
+//	Emit(v T)             // emits v with the timestamp of the record or timer at hand
+//	EmitAt(v T, ts int64) // emits v with event timestamp ts (epoch ms; ignored without event time)
+//
+// A Collector is valid only during the call it is given to.
 type Collector[T any] = operator.Collector[T]
 
-// Codec encodes records of type T into ring frames; see operator.Codec.
-type Codec[T any] = operator.Codec[T]
+// Codec encodes records of type T into the frames of the rings between
+// tasks, and decodes them back; WithCodec gives one to an operator's
+// output. Every type has a built-in codec but those holding pointers,
+// maps, channels, functions, interfaces or slices of other than bytes:
+// plain values (no pointers) are copied as they lie in memory, and
+// strings, byte slices, and arrays and structs of them field by field.
+// Keyed state (its keys, and the values of MapWithState, NewValueState,
+// ...) is checkpointed with the built-in codecs, so its types need one.
+//
+// A codec whose Size is positive is a fixed-size codec: every value is
+// exactly Size bytes, copied as it lies in memory, and a frame of such
+// records is read in place, without decoding; only types without pointers
+// may have one. Every other codec encodes each value into a
+// self-delimiting run of bytes. One Codec serves every subtask of the
+// operator, so its methods may be called concurrently.
+type Codec[T any] interface {
+	// Size returns the encoded size of every value, or 0 if it varies.
+	Size() int
+	// Append appends the encoding of *v to dst and returns the result.
+	Append(dst []byte, v *T) []byte
+	// Decode decodes one value from the front of src into *v and returns
+	// the number of bytes it used, or an error naming what was wrong. It
+	// must copy what it keeps: src is ring memory, reused after the call.
+	Decode(src []byte, v *T) (int, error)
+}
 
 func (s Stream[T]) timed() bool {
 	for _, src := range s.srcs {
@@ -70,7 +98,7 @@ func newStream[T any](j *Job, n *node, o nodeOptions, timed bool) Stream[T] {
 }
 
 // NewSource makes the source of one subtask; each subtask gets its own.
-type NewSource[T any] func() operator.Source[T]
+type NewSource[T any] func() SourceFunc[T]
 
 // Source adds a source operator; each subtask reads a source newSrc makes.
 func Source[T any](j *Job, name string, newSrc NewSource[T], opts ...Option) Stream[T] {
@@ -79,18 +107,18 @@ func Source[T any](j *Job, name string, newSrc NewSource[T], opts ...Option) Str
 
 // SourceWithEventTime adds a source whose records carry event time, with
 // watermarks as ws says.
-func SourceWithEventTime[T any](j *Job, name string, newSrc NewSource[T], ws operator.WatermarkStrategy[T], opts ...Option) Stream[T] {
+func SourceWithEventTime[T any](j *Job, name string, newSrc NewSource[T], ws WatermarkStrategy[T], opts ...Option) Stream[T] {
 	if ws.Timestamp == nil {
 		j.graphErrorf(ErrBadArgument, name, "source %q: watermark strategy without a Timestamp function", name)
 	}
 	return sourceNode(j, name, newSrc, &ws, opts)
 }
 
-func sourceNode[T any](j *Job, name string, newSrc NewSource[T], ws *operator.WatermarkStrategy[T], opts []Option) Stream[T] {
+func sourceNode[T any](j *Job, name string, newSrc NewSource[T], ws *WatermarkStrategy[T], opts []Option) Stream[T] {
 	n, o := j.addNode(name, opts)
 	batch := j.cfg.BatchSize
 	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
-		return nil, operator.NewSourceRunner(newSrc(), batch, ws, nil, down.(operator.Input[T]))
+		return nil, operator.NewSourceRunner[T](newSrc(), batch, (*operator.WatermarkStrategy[T])(ws), nil, down.(operator.Input[T]))
 	}
 	return newStream[T](j, n, o, ws != nil)
 }
@@ -249,14 +277,34 @@ func rollingNode[K comparable, T, U any](k KeyedStream[K, T], name string, opts 
 	return newStream[U](k.job, n, o, k.checkTimed(name))
 }
 
-// AggregateFunc folds records into an accumulator; see operator.AggregateFunc.
-type AggregateFunc[T, A, O any] = operator.AggregateFunc[T, A, O]
+// AggregateFunc folds records of type T into an accumulator of type A and
+// turns it into a result of type O (Flink's AggregateFunction), for
+// Aggregate and Window. The accumulator is keyed state: A must have a
+// built-in codec (see Codec). Its methods run on the subtask's worker
+// thread, one at a time.
+type AggregateFunc[T, A, O any] interface {
+	// Create returns a new, empty accumulator.
+	Create() A
+	// Add folds a record into an accumulator and returns the result.
+	Add(acc A, rec T) A
+	// Result turns an accumulator into the output.
+	Result(acc A) O
+	// Merge combines two accumulators (when session windows merge).
+	Merge(a, b A) A
+}
+
+var (
+	_ operator.AggregateFunc[int, int, int] = (AggregateFunc[int, int, int])(nil)
+	_ AggregateFunc[int, int, int]          = (operator.AggregateFunc[int, int, int])(nil)
+	_ operator.Codec[int]                   = (Codec[int])(nil)
+	_ Codec[int]                            = (operator.Codec[int])(nil)
+)
 
 // Aggregate adds a keyed operator that folds each key's records into an
 // accumulator and emits its result after every record.
 func Aggregate[K comparable, T, A, O any](k KeyedStream[K, T], name string, agg AggregateFunc[T, A, O], opts ...Option) Stream[O] {
 	return rollingNode(k, name, opts, func(next operator.Input[O]) keyedOp[T] {
-		return operator.NewAggregate(k.keys, agg, next)
+		return operator.NewAggregate[K, T, A, O](k.keys, agg, next)
 	})
 }
 
@@ -277,11 +325,22 @@ func Process[K comparable, T, O any](k KeyedStream[K, T], name string, fn func()
 	return newStream[O](k.job, n, o, k.checkTimed(name))
 }
 
-// Windows describes event-time windows; see TumblingWindows, SlidingWindows
-// and SessionWindows.
+// Windows describes how Window and WindowJoin assign records to
+// event-time windows; make one with TumblingWindows, SlidingWindows or
+// SessionWindows. Its fields are Kind (tumbling, sliding or session),
+// Size (tumbling and sliding), Slide (sliding) and Gap (session).
 type Windows = operator.Windows
 
-// WindowResult is one window's result for one key.
+// WindowResult is one window's result for one key, as Window emits it:
+//
+//	type WindowResult[K comparable, O any] struct {
+//		Key   K
+//		Start int64 // the window's start, epoch ms
+//		End   int64 // the window's end (exclusive), epoch ms
+//		Value O     // the AggregateFunc's Result
+//	}
+//
+// It carries the timestamp End-1.
 type WindowResult[K comparable, O any] = operator.WindowResult[K, O]
 
 // Window adds a keyed operator that aggregates each key's records per
@@ -327,7 +386,7 @@ func Window[K comparable, T, A, O any](k KeyedStream[K, T], name string, w Windo
 			// LateRecords: the late records' side output feeds the function.
 			ctx.SideOutputs = map[string]operator.SideOutput{lateCallback: operator.NewSideOutput(operator.FuncInput(lateFn))}
 		}
-		op := operator.NewWindowAgg(k.keys, w, agg, wo, down.(operator.Input[WindowResult[K, O]]))
+		op := operator.NewWindowAgg[K, T, A, O](k.keys, w, agg, wo, down.(operator.Input[WindowResult[K, O]]))
 		return []any{operator.Input[T](op)}, op
 	}
 	return newStream[WindowResult[K, O]](k.job, n, o, k.checkTimed(name))

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
 )
 
 var errRefused = errors.New("refused")
@@ -63,7 +62,7 @@ func (p *refuser) OnTimer(ctx *ringflow.KeyedContext[uint64], ts int64, d ringfl
 }
 
 // TestProcessErrorFailsTask checks that an error a process function returns,
-// from Process or from OnTimer, fails the job with an *operator.Error that
+// from Process or from OnTimer, fails the job with an *OperatorError that
 // names the operator and the subtask and wraps the error.
 func TestProcessErrorFailsTask(t *testing.T) {
 	for _, onTimer := range []bool{false, true} {
@@ -76,14 +75,75 @@ func TestProcessErrorFailsTask(t *testing.T) {
 				func() ringflow.ProcessFunc[uint64, event, string] { return &refuser{refuse: 1234, onTimer: onTimer} })
 			ringflow.Sink(p, "sink", func(context.Context, string) error { return nil })
 			err := job.Run(context.Background())
-			var oe *operator.Error
+			var oe *ringflow.OperatorError
 			if !errors.As(err, &oe) || oe.Operator != "refuse" || !errors.Is(err, errRefused) {
-				t.Fatalf("Run returned %v; want an *operator.Error of refuse wrapping errRefused", err)
+				t.Fatalf("Run returned %v; want an *ringflow.OperatorError of refuse wrapping errRefused", err)
 			}
 			if want := ringflow.KeyBy(s, key); oe.Subtask < 0 || oe.Subtask > 1 {
 				t.Fatalf("subtask %d of %v", oe.Subtask, want)
 			}
 			t.Log(err)
+		})
+	}
+}
+
+// subtaskFailer is a source of 1000 records per subtask whose subtask fail
+// fails after 100 of them: it returns errRefused, or panics with it.
+type subtaskFailer struct {
+	fail, sub int
+	panics    bool
+	n         uint64
+}
+
+func (s *subtaskFailer) Open(subtask, _ int, _ []byte) error { s.sub = subtask; return nil }
+
+func (s *subtaskFailer) Read(buf []uint64) (int, error) {
+	switch {
+	case s.sub == s.fail && s.n == 100 && s.panics:
+		panic(fmt.Errorf("subtask %d: %w", s.sub, errRefused))
+	case s.sub == s.fail && s.n == 100:
+		return 0, fmt.Errorf("subtask %d: %w", s.sub, errRefused)
+	case s.n == 1000:
+		return 0, io.EOF
+	}
+	buf[0] = s.n
+	s.n++
+	return 1, nil
+}
+
+func (s *subtaskFailer) Position() []byte { return nil }
+func (s *subtaskFailer) Close() error     { return nil }
+
+// TestOperatorErrorNamesSubtask checks that a failing user function fails
+// Run with an *OperatorError, found with errors.As, that names the
+// operator and the subtask that failed and wraps the function's error; a
+// panic's carries its stack and wraps ErrPanic too.
+func TestOperatorErrorNamesSubtask(t *testing.T) {
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			job := ringflow.NewJob(ringflow.Config{Parallelism: 3, Workers: 2})
+			src := ringflow.Source(job, "flaky", func() ringflow.SourceFunc[uint64] {
+				return &subtaskFailer{fail: 2, panics: panics}
+			})
+			ringflow.Sink(src, "sink", func(context.Context, uint64) error { return nil })
+			err := job.Run(context.Background())
+			var oe *ringflow.OperatorError
+			if !errors.As(err, &oe) {
+				t.Fatalf("Run returned %v (%T); want an *ringflow.OperatorError", err, err)
+			}
+			if oe.Operator != "flaky" || oe.Subtask != 2 || !errors.Is(oe.Err, errRefused) || !errors.Is(err, errRefused) {
+				t.Fatalf("OperatorError{Operator: %q, Subtask: %d, Err: %v}; want flaky, subtask 2, wrapping errRefused",
+					oe.Operator, oe.Subtask, oe.Err)
+			}
+			if want := `ringflow: operator "flaky" subtask 2: `; !strings.HasPrefix(oe.Error(), want) {
+				t.Errorf("message %q; want it to start with %q", oe.Error(), want)
+			}
+			if got := errors.Is(err, ringflow.ErrPanic); got != panics {
+				t.Errorf("errors.Is(err, ErrPanic) = %v; want %v", got, panics)
+			}
+			if hasStack := strings.Contains(string(oe.Stack), "userfail_test.go"); hasStack != panics {
+				t.Errorf("Stack holds the failing function: %v; want %v (a panic's stack only)", hasStack, panics)
+			}
 		})
 	}
 }
@@ -216,7 +276,7 @@ func TestBlockingReaderFails(t *testing.T) {
 				return nil
 			})
 			err := job.Run(context.Background())
-			var oe *operator.Error
+			var oe *ringflow.OperatorError
 			want, op := errRefused, "reader"
 			if block {
 				want, op = io.ErrUnexpectedEOF, "sink"

@@ -53,7 +53,7 @@ func TestTopFrames(t *testing.T) {
 	path := writeProfile(t, map[string]int64{
 		"runtime.futex;runtime.notesleep;github.com/ringflow/ringflow/sched.(*Worker).park;github.com/ringflow/ringflow/sched.(*Worker).run": 3 * s,
 		"syscall.Syscall;os.(*File).Sync;github.com/ringflow/ringflow/snapshot.(*Pending).CommitDurable":                                     1 * s,
-		"github.com/ringflow/ringflow/operator.(*Task).Step;github.com/ringflow/ringflow/sched.(*Worker).run":                                4 * s,
+		"github.com/ringflow/ringflow/internal/operator.(*Task).Step;github.com/ringflow/ringflow/sched.(*Worker).run":                       4 * s,
 		"runtime.gopark;net/http.(*Server).Serve": 10 * s, // not the engine's
 		"runtime.gopark;github.com/ringflow/ringflow/sched.(*Pool).Run;github.com/ringflow/ringflow.(*Job).Run;main.main": 10 * s,
 		"github.com/ringflow/ringflow/bench/compare.Compare;main.main":                                                    5 * s,
@@ -68,7 +68,7 @@ func TestTopFrames(t *testing.T) {
 	}
 	got := fr.Top
 	want := []Frame{
-		{Function: "github.com/ringflow/ringflow/operator.(*Task).Step", Leaf: "github.com/ringflow/ringflow/operator.(*Task).Step", Seconds: 4, Share: 0.5},
+		{Function: "github.com/ringflow/ringflow/internal/operator.(*Task).Step", Leaf: "github.com/ringflow/ringflow/internal/operator.(*Task).Step", Seconds: 4, Share: 0.5},
 		{Function: "github.com/ringflow/ringflow/sched.(*Worker).park", Leaf: "runtime.futex", Seconds: 3, Share: 0.375},
 	}
 	if len(got) != len(want) {

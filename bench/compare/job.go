@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
-	"github.com/ringflow/ringflow/operator"
 )
 
 // Record is the plain 32-byte record every source generates: no pointers,
@@ -141,7 +140,7 @@ func buildJob(cfg Config, rcfg ringflow.Config, restore bool, out *sink) *ringfl
 	job := ringflow.NewJob(rcfg)
 	src := func(name string, seed uint64) ringflow.Stream[Record] {
 		g := newGen(cfg, seed)
-		newSrc := func() operator.Source[Record] { return &source{g: g, restore: restore} }
+		newSrc := func() ringflow.SourceFunc[Record] { return &source{g: g, restore: restore} }
 		if cfg.Pipeline == "keyed-count" {
 			return ringflow.Source(job, name, newSrc)
 		}

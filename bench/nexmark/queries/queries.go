@@ -133,7 +133,7 @@ func (s *rowSink[T]) Write(r T) error {
 	return s.TwoPhaseSink.Write(string(s.buf))
 }
 
-func (s *rowSink[T]) PreCommit() ([]byte, func() error, error) {
+func (s *rowSink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 	s.out.rows.Add(s.rows)
 	s.rows = 0
 	return s.TwoPhaseSink.PreCommit()

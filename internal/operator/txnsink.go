@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,22 +14,28 @@ import (
 // invisible) and a new one begins; when that checkpoint completes, the
 // transaction is committed. A restored job commits again the transactions
 // of the checkpoint it restores, so Commit must be idempotent.
+//
+// The calls that may block on an external system — Open, Recover, Commit
+// and the durable function — take the context of the job's attempt
+// (Context.Attempt): done when the attempt ends, so that a sink waiting on
+// a broker or a database gives up when the job is cancelled or another
+// task fails.
 type TwoPhaseSink[T any] interface {
 	// Open prepares subtask of parallelism.
-	Open(subtask, parallelism int) error
+	Open(ctx context.Context, subtask, parallelism int) error
 	// Recover is called once after Open, before any record: it commits the
 	// transactions txns (pre-committed in the restored checkpoint; none on
 	// a fresh start) and discards every other transaction this subtask
 	// left behind.
-	Recover(txns [][]byte) error
+	Recover(ctx context.Context, txns [][]byte) error
 	// Write adds a record to the current transaction.
 	Write(rec T) error
 	// PreCommit ends the current transaction. It returns its handle (nil
 	// for an empty transaction) and a function, run off the task's thread
 	// before the checkpoint can complete, that makes it durable.
-	PreCommit() (txn []byte, durable func() error, err error)
+	PreCommit() (txn []byte, durable func(ctx context.Context) error, err error)
 	// Commit makes a pre-committed transaction visible. Idempotent.
-	Commit(txn []byte) error
+	Commit(ctx context.Context, txn []byte) error
 	// Close releases what the sink holds; an open transaction is dropped.
 	Close() error
 }
@@ -56,7 +63,7 @@ func (s *TxnSink[T]) Open(ctx *Context) (err error) {
 	if err := ctx.Declare("txns", "pre-committed transactions"); err != nil {
 		return err
 	}
-	if err := s.sink.Open(ctx.Subtask, ctx.Parallelism); err != nil {
+	if err := s.sink.Open(ctx.Ctx(), ctx.Subtask, ctx.Parallelism); err != nil {
 		return err
 	}
 	s.restore = [][]byte{} // a fresh start recovers nothing but still cleans up
@@ -81,7 +88,7 @@ func (s *TxnSink[T]) Push(recs []T, _ []int64) {
 func (s *TxnSink[T]) recover() {
 	txns := s.restore
 	s.restore = nil
-	if err := s.sink.Recover(txns); err != nil {
+	if err := s.sink.Recover(s.Ctx.Ctx(), txns); err != nil {
 		Fail(s.Ctx, fmt.Errorf("recover transactions: %w", err))
 	}
 }
@@ -99,7 +106,7 @@ func (s *TxnSink[T]) SnapshotState(id uint64) (StateSnapshot, error) {
 	if txn != nil {
 		s.pending = append(s.pending, pendingTxn{id, txn})
 	}
-	return &txnSnapshot{durable: durable, blob: encodeTxns(s.pending)}, nil
+	return &txnSnapshot{ctx: s.Ctx.Ctx(), durable: durable, blob: encodeTxns(s.pending)}, nil
 }
 
 // NotifyComplete implements CheckpointListener: every transaction
@@ -112,7 +119,7 @@ func (s *TxnSink[T]) NotifyComplete(id uint64) error {
 			kept = append(kept, p)
 			continue
 		}
-		if err := s.sink.Commit(p.txn); err != nil {
+		if err := s.sink.Commit(s.Ctx.Ctx(), p.txn); err != nil {
 			return err
 		}
 	}
@@ -163,12 +170,13 @@ func (s *TxnSink[T]) End() {
 	if s.Ctx.Checkpoints {
 		return // the final checkpoint commits
 	}
+	ctx := s.Ctx.Ctx()
 	txn, durable, err := s.sink.PreCommit()
 	if err == nil && durable != nil {
-		err = durable()
+		err = durable(ctx)
 	}
 	if err == nil && txn != nil {
-		err = s.sink.Commit(txn)
+		err = s.sink.Commit(ctx, txn)
 	}
 	if err != nil {
 		Fail(s.Ctx, fmt.Errorf("commit at end of input: %w", err))
@@ -179,14 +187,17 @@ func (s *TxnSink[T]) End() {
 func (s *TxnSink[T]) Close() error { return s.sink.Close() }
 
 type txnSnapshot struct {
-	durable func() error
+	// ctx is the attempt's context, which durable is given.
+	ctx     context.Context
+	durable func(context.Context) error
 	blob    []byte
 }
 
 func (t *txnSnapshot) WriteTo(w StateWriter) error {
 	if durable := t.durable; durable != nil {
+		ctx := t.ctx
 		w.BeforeCommit(func() error {
-			if err := durable(); err != nil {
+			if err := durable(ctx); err != nil {
 				return fmt.Errorf("make transaction durable: %w", err)
 			}
 			return nil
