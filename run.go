@@ -634,7 +634,7 @@ func rescalePosition(cp *snapshot.Checkpoint, t *operator.Task, was int) ([]byte
 		pos, ok, err = r.RescalePosition(t.Ctx.Subtask, t.Ctx.Parallelism, old)
 	}
 	if !ok {
-		return nil, errors.New("its source has no splits to share out anew (see operator.SplitSource), so it must keep its parallelism")
+		return nil, errors.New("its source has no splits to share out anew (it is no ringflow.SplitSource), so it must keep its parallelism")
 	}
 	return pos, err
 }

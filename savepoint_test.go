@@ -596,7 +596,7 @@ func TestSavepointErrors(t *testing.T) {
 // ... Subtask j of p starts with the splits s with s % p == j; its position
 // lists the splits it reads, each with the offset of its next record. It
 // shares its splits out anew when restored at another parallelism
-// (operator.SplitSource), and paces itself to rate records per second.
+// (SplitSource), and paces itself to rate records per second.
 type splitSource struct {
 	evs    []event
 	splits int
