@@ -8,34 +8,14 @@ import (
 	"time"
 )
 
-// Source produces the records of one subtask of a source operator. Sources
-// are replayable: Position says where the source stands, and Open resumes
-// from such a position. A source that implements CheckpointListener is told
-// when a checkpoint completes (for example to acknowledge the messages it
-// covers to a broker) or is aborted.
+// Source produces the records of one subtask of a source operator. It is
+// the runtime's side of ringflow.SourceFunc, whose doc states the contract
+// (replayable positions, Read never blocking); the root package checks at
+// compile time that the two method sets stay identical.
 type Source[T any] interface {
-	// Open prepares subtask of parallelism to read from pos, a value
-	// Position returned earlier (possibly by another run), or from the
-	// beginning if pos is nil.
 	Open(subtask, parallelism int, pos []byte) error
-	// Read fills buf with up to len(buf) records and returns how many. It
-	// returns io.EOF when the source is exhausted. (0, nil) means nothing is
-	// available now; a Pacer says when to ask again (else the task asks
-	// again after SourcePoll).
-	//
-	// Read must not block. It runs on a worker thread, between the
-	// source's checkpoint messages: while it waits, the worker's other
-	// tasks wait, and a checkpoint cannot be triggered at the source, so
-	// every checkpoint waits as long as the read. A source whose input
-	// may block reads it on a goroutine of its own and hands over what
-	// that has read, returning (0, nil) when there is nothing;
-	// ringflow.FromBlocking does this for a reader of one record at a
-	// time.
 	Read(buf []T) (int, error)
-	// Position returns where to resume to read exactly the records after
-	// those Read has returned.
 	Position() []byte
-	// Close releases what the source holds.
 	Close() error
 }
 

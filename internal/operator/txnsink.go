@@ -8,35 +8,17 @@ import (
 )
 
 // TwoPhaseSink is a sink whose output becomes visible only when a
-// checkpoint that covers it completes (Flink's TwoPhaseCommitSinkFunction).
-// Records go into the current transaction; when a checkpoint's barrier
-// reaches the sink, the transaction is pre-committed (made durable but kept
-// invisible) and a new one begins; when that checkpoint completes, the
-// transaction is committed. A restored job commits again the transactions
-// of the checkpoint it restores, so Commit must be idempotent.
-//
-// The calls that may block on an external system — Open, Recover, Commit
-// and the durable function — take the context of the job's attempt
-// (Context.Attempt): done when the attempt ends, so that a sink waiting on
-// a broker or a database gives up when the job is cancelled or another
-// task fails.
+// checkpoint that covers it completes. It is the runtime's side of
+// ringflow.TwoPhaseSink, whose doc states the contract (pre-commit at the
+// barrier, commit on completion, idempotent commits, the attempt's context
+// where a call may block); the root package checks at compile time that
+// the two method sets stay identical.
 type TwoPhaseSink[T any] interface {
-	// Open prepares subtask of parallelism.
 	Open(ctx context.Context, subtask, parallelism int) error
-	// Recover is called once after Open, before any record: it commits the
-	// transactions txns (pre-committed in the restored checkpoint; none on
-	// a fresh start) and discards every other transaction this subtask
-	// left behind.
 	Recover(ctx context.Context, txns [][]byte) error
-	// Write adds a record to the current transaction.
 	Write(rec T) error
-	// PreCommit ends the current transaction. It returns its handle (nil
-	// for an empty transaction) and a function, run off the task's thread
-	// before the checkpoint can complete, that makes it durable.
 	PreCommit() (txn []byte, durable func(ctx context.Context) error, err error)
-	// Commit makes a pre-committed transaction visible. Idempotent.
 	Commit(ctx context.Context, txn []byte) error
-	// Close releases what the sink holds; an open transaction is dropped.
 	Close() error
 }
 
