@@ -159,3 +159,35 @@ func TestTxnSinkStopOnCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskInfo checks that the contexts a two-phase sink is given name its
+// job, run, operator and subtask: a connector names what it leaves in an
+// external system from them.
+func TestTaskInfo(t *testing.T) {
+	job, calls := ctxSinkJob(t, ringflow.Config{}, 5_000, ctxSink{})
+	run(t, job)
+	seen := map[ringflow.TaskInfo]bool{}
+	for _, c := range calls() {
+		ti, ok := ringflow.TaskInfoFrom(c.ctx)
+		if !ok {
+			t.Fatalf("%s's context carries no TaskInfo", c.what)
+		}
+		seen[ti] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("task infos %v, want one for each of 2 subtasks", seen)
+	}
+	var jobID string
+	for ti := range seen {
+		if ti.Operator != "out" || ti.Parallelism != 2 || ti.Subtask < 0 || ti.Subtask > 1 || ti.Job == "" {
+			t.Fatalf("task info %+v: want operator out, subtask 0 or 1 of 2 and a job", ti)
+		}
+		if jobID != "" && ti.Job != jobID {
+			t.Fatalf("subtasks name jobs %s and %s", jobID, ti.Job)
+		}
+		jobID = ti.Job
+	}
+	if _, ok := ringflow.TaskInfoFrom(context.Background()); ok {
+		t.Fatal("a plain context carries a TaskInfo")
+	}
+}
