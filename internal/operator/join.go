@@ -1,7 +1,9 @@
 package operator
 
 import (
-	"github.com/ringflow/ringflow/snapshot/cow"
+	"errors"
+	"fmt"
+	"reflect"
 )
 
 // WindowJoin joins two keyed streams per key and event-time window: when the
@@ -10,23 +12,21 @@ import (
 // the window's max timestamp.
 type WindowJoin[K comparable, L, R, O any] struct {
 	Base
-	lkeys    KeyFuncs[K, L]
-	rkeys    KeyFuncs[K, R]
-	windows  Windows
-	f        func(L, R) O
-	next     Input[O]
-	ltable   *keyedTable[winKey[K], []L]
-	rtable   *keyedTable[winKey[K], []R]
-	left     *cow.Map[winKey[K], []L]
-	right    *cow.Map[winKey[K], []R]
-	fire     windowTimers[winKey[K]]
-	wm       int64
-	out      []O
-	outTs    []int64
-	wins     []Window
-	klist    []K      // the batch's keys
-	hashes   []uint64 // and their hashes
-	pfHashes []uint64 // scratch of joinAdd's prefetch
+	lkeys   KeyFuncs[K, L]
+	rkeys   KeyFuncs[K, R]
+	windows Windows
+	f       func(L, R) O
+	next    Input[O]
+	// The records of each side, window first (see Panes); a window's two
+	// panes are joined and dropped together.
+	left   *panes[K, []L]
+	right  *panes[K, []R]
+	wm     int64
+	out    []O
+	outTs  []int64
+	wins   []Window
+	klist  []K      // the batch's keys
+	hashes []uint64 // and their hashes
 }
 
 // NewWindowJoin returns a window join feeding next; its two inputs are Left
@@ -39,21 +39,28 @@ func NewWindowJoin[K comparable, L, R, O any](lkeys KeyFuncs[K, L], rkeys KeyFun
 // Open implements Operator.
 func (j *WindowJoin[K, L, R, O]) Open(ctx *Context) error {
 	j.Ctx = ctx
-	hash, maxP := j.lkeys.Hash, ctx.MaxParallelism
-	wh := func(k winKey[K]) uint64 { return winHash(hash(k.key), k.win, maxP) }
-	j.ltable = newTable[winKey[K], []L](ctx, "left", wh)
-	j.rtable = newTable[winKey[K], []R](ctx, "right", wh)
-	j.left, j.right = j.ltable.m, j.rtable.m
+	// NB: "left" and "right" are where earlier versions kept the buffered
+	// records, in tables of (key, window) entries: declared so that their
+	// checkpoints and savepoints restore (see RestoreState); they stay
+	// empty.
+	if err := ctx.Declare("left", keyedLayout(reflect.TypeFor[winKey[K]](), Layout(reflect.TypeFor[[]L]()))); err != nil {
+		return err
+	}
+	if err := ctx.Declare("right", keyedLayout(reflect.TypeFor[winKey[K]](), Layout(reflect.TypeFor[[]R]()))); err != nil {
+		return err
+	}
+	j.left = newPanes[K, []L](ctx, "left panes", j.lkeys.Hash)
+	j.right = newPanes[K, []R](ctx, "right panes", j.lkeys.Hash)
 	return nil
 }
 
 // SnapshotState implements Checkpointed; timers follow from the state.
-func (j *WindowJoin[K, L, R, O]) SnapshotState(id uint64) (StateSnapshot, error) {
-	l, err := j.ltable.freeze(id)
+func (j *WindowJoin[K, L, R, O]) SnapshotState(uint64) (StateSnapshot, error) {
+	l, err := j.left.freeze()
 	if err != nil {
 		return nil, err
 	}
-	r, err := j.rtable.freeze(id)
+	r, err := j.right.freeze()
 	if err != nil {
 		l.Release()
 		return nil, err
@@ -61,32 +68,42 @@ func (j *WindowJoin[K, L, R, O]) SnapshotState(id uint64) (StateSnapshot, error)
 	return snapshots{l, r}, nil
 }
 
-// RestoreState implements Checkpointed.
+// RestoreState implements Checkpointed. It also restores the tables of
+// (key, window) entries of earlier versions.
 func (j *WindowJoin[K, L, R, O]) RestoreState(sr StateReader) error {
-	if err := j.ltable.restore(sr); err != nil {
+	if err := j.left.restore(sr); err != nil {
 		return err
 	}
-	if err := j.rtable.restore(sr); err != nil {
+	if err := j.right.restore(sr); err != nil {
 		return err
 	}
-	kgs := j.left.KeyGroups()
-	for kg := kgs.Start; kg < kgs.End; kg++ {
-		for wk := range j.left.All(kg) {
-			j.fire.add(wk.win.MaxTimestamp(), wk)
+	hash, maxP := j.lkeys.Hash, j.Ctx.MaxParallelism
+	wh := func(k winKey[K]) uint64 { return winHash(hash(k.key), k.win, maxP) }
+	var err error
+	lerr := restoreKeyed(j.Ctx, sr, "left", wh, func(wk winKey[K], ls []L) {
+		if err == nil {
+			err = putList(j.left, hash, wk, ls)
 		}
-		for wk := range j.right.All(kg) {
-			j.fire.add(wk.win.MaxTimestamp(), wk)
+	})
+	rerr := restoreKeyed(j.Ctx, sr, "right", wh, func(wk winKey[K], rs []R) {
+		if err == nil {
+			err = putList(j.right, hash, wk, rs)
 		}
+	})
+	return errors.Join(lerr, rerr, err)
+}
+
+// putList adds list to key wk.key's list in the pane of window wk.win.
+func putList[K comparable, T any](p *panes[K, []T], hash func(K) uint64, wk winKey[K], list []T) error {
+	v, _, err := p.get(wk.win).m.UpsertHashedNew(hash(wk.key), wk.key)
+	if err == nil {
+		*v = append(*v, list...)
 	}
-	return nil
+	return err
 }
 
 // NotifyComplete implements CheckpointListener.
-func (j *WindowJoin[K, L, R, O]) NotifyComplete(id uint64) error {
-	j.ltable.complete(id)
-	j.rtable.complete(id)
-	return nil
-}
+func (j *WindowJoin[K, L, R, O]) NotifyComplete(uint64) error { return nil }
 
 // NotifyAborted implements CheckpointListener.
 func (j *WindowJoin[K, L, R, O]) NotifyAborted(uint64) {}
@@ -111,30 +128,33 @@ func (s joinRight[K, L, R, O]) Push(recs []R, ts []int64) {
 	joinAdd(s.j, s.j.rkeys, s.j.right, recs, ts)
 }
 
-// joinAdd buffers records of one side in their windows.
+// joinAdd buffers records of one side in their windows' panes.
 func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFuncs[K, T],
-	side *cow.Map[winKey[K], []T], recs []T, ts []int64) {
+	side *panes[K, []T], recs []T, ts []int64) {
 	if ts == nil {
 		Fail(j.Ctx, errNoEventTime)
 	}
+	if len(recs) == 0 {
+		return
+	}
 	hashKeys(keys, recs, &j.klist, &j.hashes)
-	// Ask for the batch's state entries first, so that their cache misses
-	// overlap.
-	j.pfHashes = prefetchWindows(side, j.windows, j.hashes, ts, j.pfHashes, &j.wins, j.Ctx.MaxParallelism)
+	// Ask for the batch's entries in the first record's panes first, so
+	// that their cache misses overlap (see WindowAgg.pushPanes).
+	for _, w := range j.windows.assign(ts[0], j.wins[:0]) {
+		if pn := side.find(w); pn != nil {
+			pn.prefetch(j.hashes)
+		}
+	}
 	for i := range recs {
-		k, h := j.klist[i], j.hashes[i]
 		j.wins = j.windows.assign(ts[i], j.wins[:0])
 		for _, w := range j.wins {
 			if w.MaxTimestamp() <= j.wm {
 				j.Ctx.Metrics.LateDropped.Add(1)
 				continue
 			}
-			wk := winKey[K]{k, w}
-			p := upsert(j.Ctx, side, winHash(h, w, j.Ctx.MaxParallelism), wk)
-			if len(*p) == 0 {
-				// One timer per window and side; the second pop finds
-				// the window joined and gone.
-				j.fire.add(w.MaxTimestamp(), wk)
+			p, _, err := side.get(w).m.UpsertHashedNew(j.hashes[i], j.klist[i])
+			if err != nil {
+				Fail(j.Ctx, fmt.Errorf("join state for key %v: %w", j.klist[i], err))
 			}
 			// NB: appending never changes the elements a snapshot of the
 			// old slice header can see, so buffered lists are safe under
@@ -149,29 +169,55 @@ func (j *WindowJoin[K, L, R, O]) Watermark(wm int64) {
 	defer Guard(j.Ctx)
 	j.wm = wm
 	for {
-		_, wk, ok := j.fire.pop(wm)
-		if !ok {
+		var w Window
+		switch {
+		case len(j.left.open) > 0 && (len(j.right.open) == 0 || !windowBefore(j.right.open[0].win, j.left.open[0].win)):
+			w = j.left.open[0].win
+		case len(j.right.open) > 0:
+			w = j.right.open[0].win
+		}
+		if w == (Window{}) || w.MaxTimestamp() > wm {
 			break
 		}
-		h := winHash(j.lkeys.Hash(wk.key), wk.win, j.Ctx.MaxParallelism)
-		ls, lok := j.left.GetHashed(h, wk)
-		rs, rok := j.right.GetHashed(h, wk)
-		if !lok && !rok {
-			continue // joined already, at the other side's timer
+		lp, rp := j.left.find(w), j.right.find(w)
+		if lp != nil && rp != nil {
+			j.join(lp, rp)
+		}
+		if lp != nil {
+			j.left.drop(lp)
+		}
+		if rp != nil {
+			j.right.drop(rp)
+		}
+	}
+	j.flush()
+}
+
+// windowBefore orders windows as panes are: by end, then start.
+func windowBefore(a, b Window) bool {
+	return a.End < b.End || a.End == b.End && a.Start < b.Start
+}
+
+// join emits f(l, r) for every pair of a left and a right record of one key
+// in the panes of one window, probing the right pane with each left key.
+func (j *WindowJoin[K, L, R, O]) join(lp *pane[K, []L], rp *pane[K, []R]) {
+	ts := lp.win.MaxTimestamp()
+	hash := j.lkeys.Hash
+	lp.all(func(k K, ls []L) {
+		rs, ok := rp.m.GetHashed(hash(k), k)
+		if !ok {
+			return
 		}
 		for _, l := range ls {
 			for _, r := range rs {
 				j.out = append(j.out, j.f(l, r))
-				j.outTs = append(j.outTs, wk.win.MaxTimestamp())
+				j.outTs = append(j.outTs, ts)
 			}
 		}
-		j.left.DeleteHashed(h, wk)
-		j.right.DeleteHashed(h, wk)
 		if len(j.out) >= 4096 {
 			j.flush()
 		}
-	}
-	j.flush()
+	})
 }
 
 func (j *WindowJoin[K, L, R, O]) flush() {

@@ -122,6 +122,10 @@ type winState[A any] struct {
 
 // WindowAgg aggregates records per key and event-time window and emits each
 // window's result when the watermark passes its end.
+//
+// Tumbling and sliding windows keep their state in panes, window first
+// (see Panes). Session windows, whose bounds move as they merge, keep one
+// table of (key, window) entries with a timer for each.
 type WindowAgg[K comparable, T, A, O any] struct {
 	Base
 	keys     KeyFuncs[K, T]
@@ -129,7 +133,8 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	agg      AggregateFunc[T, A, O]
 	opts     WindowOptions[T]
 	next     Input[WindowResult[K, O]]
-	table    *keyedTable[winKey[K], winState[A]]
+	panes    *panes[K, A]                        // tumbling and sliding windows
+	table    *keyedTable[winKey[K], winState[A]] // session windows
 	state    *cow.Map[winKey[K], winState[A]]
 	fire     windowTimers[winKey[K]] // at the window's max timestamp
 	cleanup  windowTimers[winKey[K]] // at max timestamp + allowed lateness
@@ -141,7 +146,6 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	assigned []Window
 	klist    []K      // the batch's keys
 	hashes   []uint64 // and their hashes
-	pfHashes []uint64 // scratch of prefetch
 }
 
 // NewWindowAgg returns a window operator feeding next.
@@ -153,14 +157,18 @@ func NewWindowAgg[K comparable, T, A, O any](keys KeyFuncs[K, T], w Windows, agg
 // Open implements Operator.
 func (o *WindowAgg[K, T, A, O]) Open(ctx *Context) error {
 	o.Ctx = ctx
-	hash := o.keys.Hash
-	maxP := ctx.MaxParallelism
-	o.table = newTable[winKey[K], winState[A]](ctx, "windows", func(k winKey[K]) uint64 {
-		return winHash(hash(k.key), k.win, maxP)
-	})
-	o.state = o.table.m
 	if o.windows.Kind == Session {
+		o.table = newTable[winKey[K], winState[A]](ctx, "windows", o.windowHash)
+		o.state = o.table.m
 		o.sessions = make(map[K][]Window)
+	} else {
+		// NB: "windows" is where earlier versions kept these windows too:
+		// declared, so that their checkpoints and savepoints restore (see
+		// RestoreState); it stays empty.
+		if err := ctx.Declare("windows", keyedLayout(reflect.TypeFor[winKey[K]](), Layout(reflect.TypeFor[winState[A]]()))); err != nil {
+			return err
+		}
+		o.panes = newPanes[K, A](ctx, "panes", o.keys.Hash)
 	}
 	if name := o.opts.LateOutput; name != "" {
 		if out, ok := ctx.SideOutputs[name]; ok {
@@ -176,6 +184,11 @@ func (o *WindowAgg[K, T, A, O]) Open(ctx *Context) error {
 	return nil
 }
 
+// windowHash is the state hash of a (key, window) entry of the table.
+func (o *WindowAgg[K, T, A, O]) windowHash(k winKey[K]) uint64 {
+	return winHash(o.keys.Hash(k.key), k.win, o.Ctx.MaxParallelism)
+}
+
 var errNoEventTime = errors.New("windows need event time: give the source an EventTime (timestamps and watermarks)")
 
 // Push implements Input.
@@ -184,11 +197,12 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 	if ts == nil {
 		Fail(o.Ctx, errNoEventTime)
 	}
+	if o.panes != nil {
+		o.pushPanes(recs, ts)
+		return
+	}
 	lateness := o.opts.AllowedLateness.Milliseconds()
 	hashKeys(o.keys, recs, &o.klist, &o.hashes)
-	if o.windows.Kind != Session {
-		o.prefetch(ts)
-	}
 	for i := range recs {
 		k, h := o.klist[i], o.hashes[i]
 		o.assigned = o.windows.assign(ts[i], o.assigned[:0])
@@ -222,29 +236,105 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 	}
 }
 
-// prefetch asks the state for the entries of the batch's (key, window)
-// pairs ahead of the updates (cow.Map.Prefetch; it does nothing while the
-// state is small); o.hashes holds the batch's key hashes. Session windows
-// are left out: which window a record lands in depends on merging the
-// ones before it.
-func (o *WindowAgg[K, T, A, O]) prefetch(ts []int64) {
-	o.pfHashes = prefetchWindows(o.state, o.windows, o.hashes, ts, o.pfHashes, &o.assigned, o.Ctx.MaxParallelism)
-}
-
-// prefetchWindows prefetches the entries of state for every (key, window)
-// pair of a batch, given its keys' hashes and its timestamps, and returns
-// the scratch slice of window hashes for reuse; assigned is scratch too.
-func prefetchWindows[K comparable, V any](state *cow.Map[winKey[K], V], w Windows, hashes []uint64, ts []int64,
-	scratch []uint64, assigned *[]Window, maxP int) []uint64 {
-	hs := scratch[:0]
-	for i, h := range hashes {
-		*assigned = w.assign(ts[i], (*assigned)[:0])
-		for _, win := range *assigned {
-			hs = append(hs, winHash(h, win, maxP))
+// pushPanes is Push for tumbling and sliding windows: each record updates
+// its key's entry in the pane of each of its windows.
+func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
+	lateness := o.opts.AllowedLateness.Milliseconds()
+	hashKeys(o.keys, recs, &o.klist, &o.hashes)
+	if len(recs) > 0 {
+		// Records come mostly in event-time order: the batch's entries are
+		// mostly in the first record's panes. Ask for them ahead of the
+		// updates, so that their cache misses overlap (cow.Map.Prefetch;
+		// it does nothing while a pane is small).
+		for _, win := range o.windows.assign(ts[0], o.assigned[:0]) {
+			if pn := o.panes.find(win); pn != nil {
+				pn.prefetch(o.hashes)
+			}
 		}
 	}
-	state.Prefetch(hs)
-	return hs
+	if o.windows.Kind == Tumbling {
+		// One window per record, mostly the previous record's.
+		size := o.windows.Size.Milliseconds()
+		var pn *pane[K, A]
+		var win Window
+		for i := range recs {
+			if t := ts[i]; pn == nil || t < win.Start || t >= win.End {
+				start := floorDiv(t, size) * size
+				win = Window{start, start + size}
+				if win.MaxTimestamp()+lateness <= o.wm {
+					pn = nil
+					o.lateRecord(recs[i], t)
+					continue
+				}
+				pn = o.panes.get(win)
+			}
+			o.addTo(pn, i, recs[i])
+		}
+	} else {
+		for i := range recs {
+			o.assigned = o.windows.assign(ts[i], o.assigned[:0])
+			taken := false
+			for _, win := range o.assigned {
+				if win.MaxTimestamp()+lateness <= o.wm {
+					continue
+				}
+				taken = true
+				o.addTo(o.panes.get(win), i, recs[i])
+			}
+			if !taken {
+				o.lateRecord(recs[i], ts[i])
+			}
+		}
+	}
+	o.flush()
+	if o.late != nil {
+		o.late.flush()
+	}
+}
+
+// addTo adds rec, record i of the batch, to its key's entry in pn.
+func (o *WindowAgg[K, T, A, O]) addTo(pn *pane[K, A], i int, rec T) {
+	acc, created, err := pn.m.UpsertHashedNew(o.hashes[i], o.klist[i])
+	if err != nil {
+		Fail(o.Ctx, fmt.Errorf("window state for key %v: %w", o.klist[i], err))
+	}
+	if created {
+		*acc = o.agg.Create()
+	}
+	*acc = o.agg.Add(*acc, rec)
+	// A late record within the allowed lateness updates the result of its
+	// window, fired already (maybe before a restore, which starts the
+	// watermark afresh), or as late as its first record.
+	if pn.fired || pn.win.MaxTimestamp() <= o.wm {
+		pn.fired = true
+		o.emit(winKey[K]{o.klist[i], pn.win}, *acc)
+	}
+}
+
+// firePanes emits the result of every pane whose window the watermark wm
+// passed, and drops the panes past their allowed lateness.
+func (o *WindowAgg[K, T, A, O]) firePanes(wm, lateness int64) {
+	for i := 0; i < len(o.panes.open); {
+		pn := o.panes.open[i]
+		if pn.win.MaxTimestamp() > wm {
+			break // the panes are in window order
+		}
+		if !pn.fired {
+			pn.fired = true
+			pn.all(func(k K, acc A) {
+				o.emit(winKey[K]{k, pn.win}, acc)
+				if len(o.out) >= 4096 {
+					o.flush()
+				}
+			})
+		}
+		if lateness == 0 || wm == MaxWatermark || pn.win.MaxTimestamp()+lateness <= wm {
+			o.panes.drop(pn)
+			continue
+		}
+		i++
+	}
+	o.flush()
 }
 
 // lateRecord counts a record that every window it belongs to has dropped
@@ -314,6 +404,10 @@ func (o *WindowAgg[K, T, A, O]) Watermark(wm int64) {
 	defer Guard(o.Ctx)
 	o.wm = wm
 	lateness := o.opts.AllowedLateness.Milliseconds()
+	if o.panes != nil {
+		o.firePanes(wm, lateness)
+		return
+	}
 	for {
 		_, wk, ok := o.fire.pop(wm)
 		if !ok {
@@ -369,12 +463,18 @@ func (o *WindowAgg[K, T, A, O]) drop(h uint64, wk winKey[K]) {
 // SnapshotState implements Checkpointed. Timers and the session index are
 // not stored: they follow from the windows in the state.
 func (o *WindowAgg[K, T, A, O]) SnapshotState(id uint64) (StateSnapshot, error) {
+	if o.panes != nil {
+		return o.panes.freeze()
+	}
 	return o.table.freeze(id)
 }
 
 // RestoreState implements Checkpointed: it loads the windows and rebuilds
 // their timers and the session index.
 func (o *WindowAgg[K, T, A, O]) RestoreState(r StateReader) error {
+	if o.panes != nil {
+		return o.restorePanes(r)
+	}
 	if err := o.table.restore(r); err != nil {
 		return err
 	}
@@ -395,8 +495,35 @@ func (o *WindowAgg[K, T, A, O]) RestoreState(r StateReader) error {
 	return nil
 }
 
+// restorePanes loads the panes, and the windows an earlier version kept
+// in a table of (key, window) entries, if the checkpoint has them.
+func (o *WindowAgg[K, T, A, O]) restorePanes(r StateReader) error {
+	if err := o.panes.restore(r); err != nil {
+		return err
+	}
+	hash := o.keys.Hash
+	var err error
+	lerr := restoreKeyed(o.Ctx, r, "windows", o.windowHash, func(wk winKey[K], st winState[A]) {
+		if !st.ok || err != nil {
+			return
+		}
+		pn := o.panes.get(wk.win)
+		var acc *A
+		if acc, _, err = pn.m.UpsertHashedNew(hash(wk.key), wk.key); err == nil {
+			*acc = st.acc
+			pn.fired = pn.fired || st.fired
+		}
+	})
+	return errors.Join(lerr, err)
+}
+
 // NotifyComplete implements CheckpointListener.
-func (o *WindowAgg[K, T, A, O]) NotifyComplete(id uint64) error { o.table.complete(id); return nil }
+func (o *WindowAgg[K, T, A, O]) NotifyComplete(id uint64) error {
+	if o.table != nil {
+		o.table.complete(id)
+	}
+	return nil
+}
 
 // NotifyAborted implements CheckpointListener.
 func (o *WindowAgg[K, T, A, O]) NotifyAborted(uint64) {}

@@ -502,3 +502,46 @@ func (m *Map[K, V]) All(kg int) iter.Seq2[K, V] {
 		runtime.KeepAlive(m) // see keepAlive in slab.go
 	}
 }
+
+// Reserve makes room in key group kg for n entries, so that inserting up
+// to n does not grow its table: a Map whose size is known ahead (the next
+// window's state, sized as the last) skips the rebuilds of growing from
+// empty. It does nothing if the table has room already.
+func (m *Map[K, V]) Reserve(kg, n int) error {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
+	if !m.kgs.Contains(kg) {
+		return fmt.Errorf("%w: key group %d outside %v", ErrKeyGroupNotOwned, kg, m.kgs)
+	}
+	t := &m.tables[kg-m.kgs.Start]
+	if n <= t.growAt {
+		return nil
+	}
+	capacity := max(pageSlots, t.capacity())
+	for growAt(capacity) < n {
+		capacity *= 2
+	}
+	m.rebuild(t, capacity)
+	return nil
+}
+
+// Clear removes every entry. The Map keeps its pages for the entries that
+// follow: those no snapshot reads go back to its free list at once, the
+// others once the snapshots that read them are released. A Map emptied and
+// filled again, as a window's state is when one window ends and the next
+// begins, so reuses its memory instead of mapping more. The next snapshot
+// has no delta for a key group that held entries (ErrNoDelta): it is
+// written whole.
+func (m *Map[K, V]) Clear() {
+	defer runtime.KeepAlive(m) // see keepAlive in slab.go
+	for i := range m.tables {
+		t := &m.tables[i]
+		if len(t.dir) == 0 && t.n == 0 {
+			continue
+		}
+		for _, r := range t.dir {
+			m.drop(r)
+		}
+		*t = table[K, V]{written: m.version, deltaLost: m.version}
+	}
+	m.n, m.slots = 0, 0
+}

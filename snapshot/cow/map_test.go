@@ -498,3 +498,105 @@ func TestSlotsTracksCapacity(t *testing.T) {
 	}
 	check(r, "after restore")
 }
+
+// TestReserve checks that a key group reserved for n entries takes n
+// inserts without growing (no page taken after the Reserve), that it keeps
+// the entries it had, and that a key group not held is refused.
+func TestReserve(t *testing.T) {
+	const maxP, kg, n = 128, 5, 5000
+	m := newCounters(t, maxP, keygroups.Range{Start: 0, End: 64})
+	var keys []uint64
+	for k := uint64(0); len(keys) < n; k++ {
+		k = keyIn(kg, maxP, k)
+		keys = append(keys, k)
+	}
+	for _, k := range keys[:100] {
+		if err := m.Put(k, int64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Reserve(kg, n); err != nil {
+		t.Fatal(err)
+	}
+	pages := m.Stats().PagesAllocated + m.Stats().PagesReused
+	for _, k := range keys[100:] {
+		if err := m.Put(k, int64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.Stats().PagesAllocated + m.Stats().PagesReused; got != pages {
+		t.Fatalf("%d inserts after Reserve(%d) took %d pages: the table grew", n-100, n, got-pages)
+	}
+	for _, k := range keys {
+		if v, ok := m.Get(k); !ok || v != int64(k) {
+			t.Fatalf("key %d: got %d, %v after Reserve", k, v, ok)
+		}
+	}
+	if m.KeyGroupLen(kg) != n {
+		t.Fatalf("key group %d holds %d entries, want %d", kg, m.KeyGroupLen(kg), n)
+	}
+	if err := m.Reserve(100, 10); !errors.Is(err, ErrKeyGroupNotOwned) {
+		t.Fatalf("Reserve of a key group not held = %v, want ErrKeyGroupNotOwned", err)
+	}
+}
+
+// TestClear checks that Clear empties the map but not a snapshot taken
+// before it, that the entries after it reuse the map's pages, and that the
+// next snapshot writes the cleared key groups whole.
+func TestClear(t *testing.T) {
+	m := newCounters(t, 128, keygroups.Range{})
+	for k := range uint64(20_000) {
+		if err := m.Put(k, int64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := m.Freeze()
+	m.Clear()
+	if m.Len() != 0 {
+		t.Fatalf("Len after Clear = %d", m.Len())
+	}
+	for k := range uint64(20_000) {
+		if _, ok := m.Get(k); ok {
+			t.Fatalf("key %d found after Clear", k)
+		}
+	}
+	n := 0
+	for kg := range 128 {
+		for k, v := range s.All(kg) {
+			if v != int64(k) {
+				t.Fatalf("snapshot: key %d holds %d", k, v)
+			}
+			n++
+		}
+	}
+	if n != 20_000 {
+		t.Fatalf("the snapshot taken before Clear holds %d entries, want 20000", n)
+	}
+	s.Release()
+	allocated := m.Stats().PagesAllocated
+	for k := range uint64(20_000) {
+		if err := m.Put(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grew := m.Stats().PagesAllocated - allocated; grew != 0 {
+		t.Fatalf("refilling a cleared map took %d new pages, want its old ones", grew)
+	}
+	s2 := m.Freeze()
+	defer s2.Release()
+	kg := m.KeyGroupOf(keygroups.HashUint64(7))
+	if _, err := s2.AppendKeyGroupDelta(nil, kg); !errors.Is(err, ErrNoDelta) {
+		t.Fatalf("delta of a cleared key group = %v, want ErrNoDelta", err)
+	}
+	blob, err := s2.AppendKeyGroup(nil, kg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newCounters(t, 128, keygroups.Range{})
+	if _, err := r.LoadKeyGroup(blob); err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != s2.Len(kg) || r.Len() == 0 {
+		t.Fatalf("restored %d entries of key group %d, snapshot has %d", r.Len(), kg, s2.Len(kg))
+	}
+}
