@@ -144,8 +144,9 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	out      []WindowResult[K, O]
 	outTs    []int64
 	assigned []Window
-	klist    []K      // the batch's keys
-	hashes   []uint64 // and their hashes
+	curPanes []*pane[K, A] // scratch of pushPanes
+	klist    []K           // the batch's keys
+	hashes   []uint64      // and their hashes
 }
 
 // NewWindowAgg returns a window operator feeding next.
@@ -271,20 +272,29 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 			o.addTo(pn, i, recs[i])
 		}
 	} else {
+		// Sliding: a record's windows are those of every record in the
+		// same slide, mostly the previous record's.
+		slide := o.windows.Slide.Milliseconds()
+		cur, curSlide := o.curPanes[:0], int64(0)
 		for i := range recs {
-			o.assigned = o.windows.assign(ts[i], o.assigned[:0])
-			taken := false
-			for _, win := range o.assigned {
-				if win.MaxTimestamp()+lateness <= o.wm {
-					continue
+			if s := floorDiv(ts[i], slide); i == 0 || s != curSlide {
+				cur, curSlide = cur[:0], s
+				o.assigned = o.windows.assign(ts[i], o.assigned[:0])
+				for _, win := range o.assigned {
+					if win.MaxTimestamp()+lateness > o.wm {
+						cur = append(cur, o.panes.get(win))
+					}
 				}
-				taken = true
-				o.addTo(o.panes.get(win), i, recs[i])
 			}
-			if !taken {
+			if len(cur) == 0 {
 				o.lateRecord(recs[i], ts[i])
 			}
+			for _, pn := range cur {
+				o.addTo(pn, i, recs[i])
+			}
 		}
+		clear(cur) // NB: do not keep dropped panes reachable
+		o.curPanes = cur[:0]
 	}
 	o.flush()
 	if o.late != nil {
