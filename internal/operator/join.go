@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"unsafe"
 )
 
 // WindowJoin joins two keyed streams per key and event-time window: when the
@@ -21,6 +22,8 @@ type WindowJoin[K comparable, L, R, O any] struct {
 	// panes are joined and dropped together.
 	left   *panes[K, []L]
 	right  *panes[K, []R]
+	larena listArena[L]
+	rarena listArena[R]
 	wm     int64
 	out    []O
 	outTs  []int64
@@ -118,19 +121,19 @@ type joinLeft[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
 
 func (s joinLeft[K, L, R, O]) Push(recs []L, ts []int64) {
 	defer Guard(s.j.Ctx)
-	joinAdd(s.j, s.j.lkeys, s.j.left, recs, ts)
+	joinAdd(s.j, s.j.lkeys, s.j.left, &s.j.larena, recs, ts)
 }
 
 type joinRight[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
 
 func (s joinRight[K, L, R, O]) Push(recs []R, ts []int64) {
 	defer Guard(s.j.Ctx)
-	joinAdd(s.j, s.j.rkeys, s.j.right, recs, ts)
+	joinAdd(s.j, s.j.rkeys, s.j.right, &s.j.rarena, recs, ts)
 }
 
 // joinAdd buffers records of one side in their windows' panes.
 func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFuncs[K, T],
-	side *panes[K, []T], recs []T, ts []int64) {
+	side *panes[K, []T], arena *listArena[T], recs []T, ts []int64) {
 	if ts == nil {
 		Fail(j.Ctx, errNoEventTime)
 	}
@@ -140,7 +143,8 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 	hashKeys(keys, recs, &j.klist, &j.hashes)
 	// Ask for the batch's entries in the first record's panes first, so
 	// that their cache misses overlap (see WindowAgg.pushPanes).
-	for _, w := range j.windows.assign(ts[0], j.wins[:0]) {
+	j.wins = j.windows.assign(ts[0], j.wins[:0])
+	for _, w := range j.wins {
 		if pn := side.find(w); pn != nil {
 			pn.prefetch(j.hashes)
 		}
@@ -156,10 +160,7 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 			if err != nil {
 				Fail(j.Ctx, fmt.Errorf("join state for key %v: %w", j.klist[i], err))
 			}
-			// NB: appending never changes the elements a snapshot of the
-			// old slice header can see, so buffered lists are safe under
-			// copy-on-write.
-			*p = append(*p, recs[i])
+			*p = arena.append(*p, recs[i])
 		}
 	}
 }
@@ -191,6 +192,37 @@ func (j *WindowJoin[K, L, R, O]) Watermark(wm int64) {
 		}
 	}
 	j.flush()
+}
+
+// listArena gives the lists of buffered records their backing arrays,
+// carved from chunks of a few tens of KiB: a key's first record in a window
+// allocates nothing, where a slice of its own cost an allocation per key
+// and window, about one per record of a join whose keys have a record or
+// two per window.
+//
+// Appending never changes an element a snapshot of the list's older
+// header can see: a list grows in place only past its length, and moves
+// to a fresh array when full; so buffered lists are safe under
+// copy-on-write. Chunks are not reused: a chunk is collected when no
+// list, live or in a snapshot, refers to it.
+type listArena[T any] struct{ chunk []T }
+
+// listChunkBytes is the size of an arena's chunks, which holds a few
+// hundred lists of small records.
+const listChunkBytes = 32 << 10
+
+func (a *listArena[T]) append(list []T, rec T) []T {
+	if len(list) < cap(list) {
+		return append(list, rec)
+	}
+	n := max(2, 2*cap(list))
+	if len(a.chunk) < n {
+		a.chunk = make([]T, max(n, listChunkBytes/max(1, int(unsafe.Sizeof(rec)))))
+	}
+	fresh := a.chunk[:len(list):n]
+	a.chunk = a.chunk[n:]
+	copy(fresh, list)
+	return append(fresh, rec)
 }
 
 // windowBefore orders windows as panes are: by end, then start.

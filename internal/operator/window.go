@@ -247,7 +247,8 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 		// mostly in the first record's panes. Ask for them ahead of the
 		// updates, so that their cache misses overlap (cow.Map.Prefetch;
 		// it does nothing while a pane is small).
-		for _, win := range o.windows.assign(ts[0], o.assigned[:0]) {
+		o.assigned = o.windows.assign(ts[0], o.assigned[:0])
+		for _, win := range o.assigned {
 			if pn := o.panes.find(win); pn != nil {
 				pn.prefetch(o.hashes)
 			}
