@@ -165,6 +165,66 @@ func TestStatelessOperators(t *testing.T) {
 	})
 }
 
+// TestStatelessPointerAndBatchForms runs MapPtr, MapBatches, FilterPtr and
+// FlatMapPtr, with event time, against the by-value forms' results: the
+// same records, each with its timestamp (the sink formats both).
+func TestStatelessPointerAndBatchForms(t *testing.T) {
+	evs := makeEvents(seeds.Seed(t), 20_000, 100, 20)
+	var want []string
+	for _, e := range evs {
+		e.Value *= 2
+		if e.Value%3 == 0 {
+			continue
+		}
+		for i := range e.Key % 3 {
+			o := e
+			o.Seq = e.Seq*10 + i
+			o.Value++
+			want = append(want, fmt.Sprint(o, " at ", e.TS))
+		}
+	}
+	want = sortedCopy(want)
+	forShapes(t, func(t *testing.T, cfg ringflow.Config) {
+		job := ringflow.NewJob(cfg)
+		s := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), eventTime())
+		s = ringflow.MapPtr(s, "double", func(e *event) event { o := *e; o.Value *= 2; return o })
+		s = ringflow.Rebalance(ringflow.FilterPtr(s, "keep", func(e *event) bool { return e.Value%3 != 0 }))
+		s = ringflow.FlatMapPtr(s, "explode", func(e *event, out *ringflow.Collector[event]) {
+			for i := range e.Key % 3 {
+				o := *e
+				o.Seq = e.Seq*10 + i
+				out.Emit(o)
+			}
+		})
+		s = ringflow.MapBatches(s, "inc", func(in, out []event) {
+			for i := range in {
+				out[i] = in[i]
+				out[i].Value++
+			}
+		})
+		// The timestamp travels with each record: a process function reads
+		// it back.
+		stamped := ringflow.Process(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "stamp",
+			func() ringflow.ProcessFunc[uint64, event, string] { return stampFunc{} })
+		var c collect
+		ringflow.Sink(stamped, "sink", sinkTo(&c, func(r string) string { return r }))
+		run(t, job)
+		diffRows(t, c.sorted(), want)
+	})
+}
+
+// stampFunc formats each record with its event timestamp.
+type stampFunc struct{}
+
+func (stampFunc) Open(*ringflow.KeyedScope[uint64]) error { return nil }
+func (stampFunc) Process(ctx *ringflow.KeyedContext[uint64], e event, out *ringflow.Collector[string]) error {
+	out.Emit(fmt.Sprint(e, " at ", ctx.Timestamp()))
+	return nil
+}
+func (stampFunc) OnTimer(*ringflow.KeyedContext[uint64], int64, ringflow.TimeDomain, *ringflow.Collector[string]) error {
+	return nil
+}
+
 // TestReduceAndAggregate checks the rolling reduce and aggregate against
 // maps computed directly. Updates of one key arrive in an order that
 // depends on how the sources interleave, so the reduce is checked by each

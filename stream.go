@@ -154,6 +154,55 @@ func FlatMap[T, U any](s Stream[T], name string, f func(T, *Collector[U]), opts 
 	return newStream[U](s.job, n, o, s.checkTimed(name))
 }
 
+// MapPtr is Map with f given a pointer to each record instead of a copy:
+// for records of more than a few words, copying each into the call is
+// most of what a small f costs (a 400-byte Nexmark event took 49 ns per
+// call by value, 4.4 ns by pointer). The pointer is valid only during the
+// call, and f may not change the record.
+func MapPtr[T, U any](s Stream[T], name string, f func(*T) U, opts ...Option) Stream[U] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewMapPtr(f, down.(operator.Input[U]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[U](s.job, n, o, s.checkTimed(name))
+}
+
+// MapBatches is Map a batch at a time: f sets out[i] from in[i] for every
+// record of a batch (len(out) == len(in)), one call per batch rather than
+// one per record. Each record keeps its timestamp. in and out are valid
+// only during the call.
+func MapBatches[T, U any](s Stream[T], name string, f func(in []T, out []U), opts ...Option) Stream[U] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewMapBatches(f, down.(operator.Input[U]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[U](s.job, n, o, s.checkTimed(name))
+}
+
+// FilterPtr is Filter with keep given a pointer to each record (see
+// MapPtr).
+func FilterPtr[T any](s Stream[T], name string, keep func(*T) bool, opts ...Option) Stream[T] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewFilterPtr(keep, down.(operator.Input[T]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[T](s.job, n, o, s.checkTimed(name))
+}
+
+// FlatMapPtr is FlatMap with f given a pointer to each record (see
+// MapPtr).
+func FlatMapPtr[T, U any](s Stream[T], name string, f func(*T, *Collector[U]), opts ...Option) Stream[U] {
+	n, o := s.job.addNode(name, opts, s.srcs)
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		op := operator.NewFlatMapPtr(f, down.(operator.Input[U]))
+		return []any{operator.Input[T](op)}, op
+	}
+	return newStream[U](s.job, n, o, s.checkTimed(name))
+}
+
 // Union merges streams of the same type into one.
 // Streams of different jobs cannot be merged: Union records the mistake in
 // both jobs, so that Run of either fails, and leaves the other job's

@@ -64,10 +64,11 @@ func (c *Collector[T]) flush(next Input[T]) {
 	c.recs, c.ts = c.recs[:0], c.ts[:0]
 }
 
-// Map applies f to every record.
+// Map applies f, or fp to a pointer to the record, to every record.
 type Map[T, U any] struct {
 	Base
 	f    func(T) U
+	fp   func(*T) U
 	next Input[U]
 	out  []U
 }
@@ -77,6 +78,13 @@ func NewMap[T, U any](f func(T) U, next Input[U]) *Map[T, U] {
 	return &Map[T, U]{f: f, next: next}
 }
 
+// NewMapPtr returns a map operator feeding next that passes f a pointer to
+// each record rather than a copy: for large records, the copy of every
+// call is most of a small function's cost. f may not keep the pointer.
+func NewMapPtr[T, U any](f func(*T) U, next Input[U]) *Map[T, U] {
+	return &Map[T, U]{fp: f, next: next}
+}
+
 // Push implements Input.
 func (m *Map[T, U]) Push(recs []T, ts []int64) {
 	defer Guard(m.Ctx)
@@ -84,19 +92,53 @@ func (m *Map[T, U]) Push(recs []T, ts []int64) {
 		m.out = make([]U, len(recs))
 	}
 	out := m.out[:len(recs)]
-	for i := range recs {
-		out[i] = m.f(recs[i])
+	if m.fp != nil {
+		for i := range recs {
+			out[i] = m.fp(&recs[i])
+		}
+	} else {
+		for i := range recs {
+			out[i] = m.f(recs[i])
+		}
 	}
 	m.next.Push(out, ts)
 }
 
-// Filter keeps the records for which keep returns true.
+// MapBatches applies f to whole batches: f sets out[i] from in[i] for
+// every i (len(out) == len(in)), one call per batch instead of one per
+// record.
+type MapBatches[T, U any] struct {
+	Base
+	f    func(in []T, out []U)
+	next Input[U]
+	out  []U
+}
+
+// NewMapBatches returns a batch map operator feeding next.
+func NewMapBatches[T, U any](f func(in []T, out []U), next Input[U]) *MapBatches[T, U] {
+	return &MapBatches[T, U]{f: f, next: next}
+}
+
+// Push implements Input.
+func (m *MapBatches[T, U]) Push(recs []T, ts []int64) {
+	defer Guard(m.Ctx)
+	if cap(m.out) < len(recs) {
+		m.out = make([]U, len(recs))
+	}
+	out := m.out[:len(recs)]
+	m.f(recs, out)
+	m.next.Push(out, ts)
+}
+
+// Filter keeps the records for which keep (or keepPtr, given a pointer to
+// the record) returns true.
 type Filter[T any] struct {
 	Base
-	keep func(T) bool
-	next Input[T]
-	out  []T
-	ts   []int64
+	keep    func(T) bool
+	keepPtr func(*T) bool
+	next    Input[T]
+	out     []T
+	ts      []int64
 }
 
 // NewFilter returns a filter operator feeding next.
@@ -104,9 +146,19 @@ func NewFilter[T any](keep func(T) bool, next Input[T]) *Filter[T] {
 	return &Filter[T]{keep: keep, next: next}
 }
 
+// NewFilterPtr returns a filter operator feeding next that passes keep a
+// pointer to each record rather than a copy (see NewMapPtr).
+func NewFilterPtr[T any](keep func(*T) bool, next Input[T]) *Filter[T] {
+	return &Filter[T]{keepPtr: keep, next: next}
+}
+
 // Push implements Input.
 func (f *Filter[T]) Push(recs []T, ts []int64) {
 	defer Guard(f.Ctx)
+	if f.keepPtr != nil {
+		f.pushPtr(recs, ts)
+		return
+	}
 	if cap(f.out) < len(recs) {
 		f.out = make([]T, len(recs))
 	}
@@ -143,11 +195,47 @@ func (f *Filter[T]) Push(recs []T, ts []int64) {
 	}
 }
 
+// pushPtr is Push for keepPtr.
+func (f *Filter[T]) pushPtr(recs []T, ts []int64) {
+	if cap(f.out) < len(recs) {
+		f.out = make([]T, len(recs))
+	}
+	out := f.out[:len(recs)]
+	if ts == nil {
+		n := 0
+		for i := range recs {
+			out[n] = recs[i]
+			if f.keepPtr(&recs[i]) {
+				n++
+			}
+		}
+		if n > 0 {
+			f.next.Push(out[:n], nil)
+		}
+		return
+	}
+	if cap(f.ts) < len(recs) {
+		f.ts = make([]int64, len(recs))
+	}
+	outTs := f.ts[:len(recs)]
+	n := 0
+	for i := range recs {
+		out[n], outTs[n] = recs[i], ts[i]
+		if f.keepPtr(&recs[i]) {
+			n++
+		}
+	}
+	if n > 0 {
+		f.next.Push(out[:n], outTs[:n])
+	}
+}
+
 // FlatMap calls f for every record; f emits any number of records through
 // the Collector, each with the timestamp of the record it came from.
 type FlatMap[T, U any] struct {
 	Base
 	f    func(T, *Collector[U])
+	fp   func(*T, *Collector[U])
 	next Input[U]
 	out  Collector[U]
 }
@@ -155,6 +243,12 @@ type FlatMap[T, U any] struct {
 // NewFlatMap returns a flat-map operator feeding next.
 func NewFlatMap[T, U any](f func(T, *Collector[U]), next Input[U]) *FlatMap[T, U] {
 	return &FlatMap[T, U]{f: f, next: next}
+}
+
+// NewFlatMapPtr returns a flat-map operator feeding next that passes f a
+// pointer to each record rather than a copy (see NewMapPtr).
+func NewFlatMapPtr[T, U any](f func(*T, *Collector[U]), next Input[U]) *FlatMap[T, U] {
+	return &FlatMap[T, U]{fp: f, next: next}
 }
 
 // Push implements Input.
@@ -165,7 +259,11 @@ func (m *FlatMap[T, U]) Push(recs []T, ts []int64) {
 		if ts != nil {
 			m.out.now = ts[i]
 		}
-		m.f(recs[i], &m.out)
+		if m.fp != nil {
+			m.fp(&recs[i], &m.out)
+		} else {
+			m.f(recs[i], &m.out)
+		}
 	}
 	m.out.flush(m.next)
 }

@@ -13,7 +13,7 @@ type bidderSession = ringflow.WindowResult[int64, int64]
 // bidder is [first bid, last bid + gap), which is the SQL's session_start
 // and session_end.
 func q11(events ringflow.Stream[nexmark.Event], out *Output) {
-	bidders := ringflow.FlatMap(events, "bidders", func(ev nexmark.Event, out *ringflow.Collector[int64]) {
+	bidders := ringflow.FlatMapPtr(events, "bidders", func(ev *nexmark.Event, out *ringflow.Collector[int64]) {
 		if ev.Kind == nexmark.KindBid {
 			out.Emit(ev.Bid.Bidder)
 		}

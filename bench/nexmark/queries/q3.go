@@ -24,8 +24,8 @@ type q3Row struct {
 // It is an incremental (unwindowed) join, so it emits each pair as soon as
 // its second half arrives.
 func q3(events ringflow.Stream[nexmark.Event], out *Output) {
-	recs := ringflow.FlatMap(events, "people-and-auctions",
-		func(ev nexmark.Event, out *ringflow.Collector[q3Rec]) {
+	recs := ringflow.FlatMapPtr(events, "people-and-auctions",
+		func(ev *nexmark.Event, out *ringflow.Collector[q3Rec]) {
 			switch {
 			case ev.Kind == nexmark.KindPerson:
 				p := &ev.Person

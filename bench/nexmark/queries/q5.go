@@ -27,7 +27,7 @@ type q5Row struct{ WindowStart, Auction, Num int64 }
 // are then regrouped by window, where the largest wins (Flink's SQL joins
 // the counts with their per-window maximum instead).
 func q5(events ringflow.Stream[nexmark.Event], out *Output) {
-	auctions := ringflow.FlatMap(events, "bid-auctions", func(ev nexmark.Event, out *ringflow.Collector[int64]) {
+	auctions := ringflow.FlatMapPtr(events, "bid-auctions", func(ev *nexmark.Event, out *ringflow.Collector[int64]) {
 		if ev.Kind == nexmark.KindBid {
 			out.Emit(ev.Bid.Auction)
 		}

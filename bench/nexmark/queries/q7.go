@@ -20,7 +20,7 @@ type q7Row struct {
 // bids the SQL's join of the window maximum back with the bids would find.
 func q7(events ringflow.Stream[nexmark.Event], out *Output) {
 	size := q7Size.Milliseconds()
-	bids := ringflow.FlatMap(events, "bids", func(ev nexmark.Event, out *ringflow.Collector[q7Bid]) {
+	bids := ringflow.FlatMapPtr(events, "bids", func(ev *nexmark.Event, out *ringflow.Collector[q7Bid]) {
 		if b := &ev.Bid; ev.Kind == nexmark.KindBid {
 			out.Emit(q7Bid{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, DateTime: b.DateTime})
 		}

@@ -26,7 +26,7 @@ type q8Row struct {
 // window and emits each (window, person) once however many auctions they
 // opened.
 func q8(events ringflow.Stream[nexmark.Event], out *Output) {
-	recs := ringflow.FlatMap(events, "people-and-auctions", func(ev nexmark.Event, out *ringflow.Collector[q8Rec]) {
+	recs := ringflow.FlatMapPtr(events, "people-and-auctions", func(ev *nexmark.Event, out *ringflow.Collector[q8Rec]) {
 		switch ev.Kind {
 		case nexmark.KindPerson:
 			out.Emit(q8Rec{Person: true, ID: ev.Person.ID, Name: ev.Person.Name})

@@ -11,7 +11,7 @@ import (
 // bids projects the bids out of the events, early, so that nothing
 // downstream moves 400-byte events.
 func bids(events ringflow.Stream[nexmark.Event]) ringflow.Stream[nexmark.Bid] {
-	return ringflow.FlatMap(events, "bids", func(ev nexmark.Event, out *ringflow.Collector[nexmark.Bid]) {
+	return ringflow.FlatMapPtr(events, "bids", func(ev *nexmark.Event, out *ringflow.Collector[nexmark.Bid]) {
 		if ev.Kind == nexmark.KindBid {
 			out.Emit(ev.Bid)
 		}
@@ -69,7 +69,7 @@ type q2Bid struct{ Auction, Price int64 }
 
 // q2 selects the bids on every 123rd auction.
 func q2(events ringflow.Stream[nexmark.Event], out *Output) {
-	sel := ringflow.FlatMap(events, "select", func(ev nexmark.Event, out *ringflow.Collector[q2Bid]) {
+	sel := ringflow.FlatMapPtr(events, "select", func(ev *nexmark.Event, out *ringflow.Collector[q2Bid]) {
 		if ev.Kind == nexmark.KindBid && ev.Bid.Auction%123 == 0 {
 			out.Emit(q2Bid{ev.Bid.Auction, ev.Bid.Price})
 		}
