@@ -119,19 +119,22 @@ func (g *Gate[T]) Push(recs []T, ts []int64) {
 			var t int64
 			for j := range recs {
 				o := e.rings[e.keys.Subtask(hs[j])]
-				if o.n < o.capN && !o.timed {
+				if ts != nil {
+					t = ts[j]
+				}
+				if o.n < o.capN {
 					// NB: append's common case, written out: append is
 					// too big to inline, and this is a call per record.
 					*(*T)(unsafe.Add(o.base, o.n*o.size)) = recs[j]
+					if o.timed {
+						*(*int64)(unsafe.Add(o.base, o.tsOff+o.n*8)) = t
+					}
 					o.n++
 					o.dirty = true
 					if o.n&(writeAhead-1) == 0 {
 						o.fetchAhead()
 					}
 					continue
-				}
-				if ts != nil {
-					t = ts[j]
 				}
 				o.append(&recs[j], t)
 			}
