@@ -412,11 +412,13 @@ func isUndefined(err error) bool {
 func (s *sink[T]) Close() error {
 	if s.w != nil {
 		s.w.stop()
+		s.w = nil
 	}
 	if s.ctl != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		s.ctl.Close(ctx)
+		s.ctl = nil
 	}
 	return nil
 }

@@ -1,0 +1,91 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow"
+)
+
+const killChildEnv = "RINGFLOW_POSTGRES_KILL_CHILD"
+
+var stress = flag.Bool("stress", false, "run the SIGKILL test with more records and kills")
+
+// killChild runs the keyed count of TestKillAndResume on the state
+// directory under dir into database connString, to its end, and returns
+// the process's exit code.
+func killChild(dir, connString string) int {
+	records, _ := parseUint(os.Getenv(killChildEnv + "_RECORDS"))
+	job := countJob(connString, filepath.Join(dir, "state"), records, killRate, 0, nil)
+	// NB: a child that finds the job finished (the previous one ran to
+	// the end before its kill) has nothing left to do.
+	if err := job.Run(context.Background()); err != nil && !errors.Is(err, ringflow.ErrFinished) {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
+
+func parseUint(s string) (uint64, error) {
+	var n uint64
+	_, err := fmt.Sscan(s, &n)
+	return n, err
+}
+
+// killRate paces the child's source, so that a run lasts about a second
+// and a kill lands mid-run.
+const killRate = 40_000
+
+// TestKillAndResume runs the keyed count into PostgreSQL in a child
+// process, kills it with SIGKILL at random moments several times (in the
+// middle of a transaction, often with one prepared and not yet
+// committed), resumes it from its state directory each time, and lets the
+// last child run to the end: the table must hold each key's counts 1..n
+// exactly once, and no prepared transaction may be left.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	records, kills := uint64(40_000), 4
+	if *stress {
+		records, kills = 400_000, 20
+	}
+	connString, conn := newDB(t)
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))
+	dir := t.TempDir()
+	child := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killChildEnv+"_DB="+connString,
+			fmt.Sprintf("%s_RECORDS=%d", killChildEnv, records))
+		cmd.Stderr = os.Stderr
+		return cmd
+	}
+	for i := range kills {
+		cmd := child()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Duration(150+rng.IntN(400)) * time.Millisecond
+		time.Sleep(after)
+		cmd.Process.Signal(syscall.SIGKILL)
+		err := cmd.Wait()
+		t.Logf("kill %d after %v: %v; %d rows committed, %d transactions prepared",
+			i+1, after, err, len(outRows(t, conn)), len(prepared(t, conn)))
+	}
+	if err := child().Run(); err != nil {
+		t.Fatalf("final run: %v", err)
+	}
+	diffRows(t, outRows(t, conn), keyCounts(records, countKeys))
+	if gids := prepared(t, conn); len(gids) != 0 {
+		t.Fatalf("prepared %q left after the job", gids)
+	}
+}
