@@ -41,8 +41,8 @@ func parseUint(s string) (uint64, error) {
 	return n, err
 }
 
-// killRate paces the child's source, so that a run lasts about a second
-// and a kill lands mid-run.
+// killRate paces the child's source, so that a run lasts seconds and a
+// kill lands mid-run, with checkpoints and transactions in flight.
 const killRate = 40_000
 
 // TestKillAndResume runs the keyed count into PostgreSQL in a child
@@ -55,9 +55,13 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for a few seconds")
 	}
-	records, kills := uint64(40_000), 4
+	// NB: the kills come sooner than the job's end (at most kills × 550
+	// ms of running at killRate): a kill after the final checkpoint but
+	// before its commits would leave the restarted job finished with
+	// those transactions prepared, as a failed final commit does.
+	records, kills := uint64(100_000), 4
 	if *stress {
-		records, kills = 400_000, 20
+		records, kills = 400_000, 15
 	}
 	connString, conn := newDB(t)
 	rng := rand.New(rand.NewPCG(seeds.Seed(t), 0))

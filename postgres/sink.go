@@ -321,7 +321,7 @@ func (s *sink[T]) Write(rec T) error {
 	b.rows++
 	s.rows++
 	if b.rows == s.cfg.BatchSize {
-		s.w.work <- b // NB: never blocks: the writer holds the other batch, or none
+		s.w.work <- b // NB: never blocks: work has room for both batches
 		s.batch = nil
 	}
 	return nil

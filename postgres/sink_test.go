@@ -162,7 +162,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 // subtask 1 (j % 2, as the engine hands out checkpointed transactions),
 // and the two recover at once. Then the same from two back to three.
 func TestRecoverRescaled(t *testing.T) {
-	for _, c := range []struct{ from, to int }{{3, 2}, {2, 3}, {4, 1}} {
+	for _, c := range []struct{ from, to int }{{3, 2}, {2, 3}, {5, 3}, {4, 1}} {
 		t.Run(fmt.Sprintf("%dto%d", c.from, c.to), func(t *testing.T) {
 			connString, conn := newDB(t)
 			ctx := context.Background()

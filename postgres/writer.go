@@ -28,7 +28,7 @@ type writer struct {
 	conn    *pgx.Conn
 	table   pgx.Identifier
 	columns []string
-	work    chan *batch // to the writer; holds at most one
+	work    chan *batch // to the writer
 	free    chan *batch // back to the task thread
 	cancel  context.CancelFunc
 	exited  chan struct{}
@@ -43,7 +43,7 @@ type writer struct {
 func newWriter(ctx context.Context, conn *pgx.Conn, table pgx.Identifier, columns []string, batchRows int) *writer {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &writer{conn: conn, table: table, columns: columns,
-		work: make(chan *batch, 1), free: make(chan *batch, 2), cancel: cancel, exited: make(chan struct{})}
+		work: make(chan *batch, 2), free: make(chan *batch, 2), cancel: cancel, exited: make(chan struct{})}
 	for range 2 {
 		w.free <- &batch{vals: make([]any, 0, batchRows*len(columns))}
 	}
