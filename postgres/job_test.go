@@ -21,6 +21,11 @@ import (
 // function upstream, in the sink's Row, in a Commit or in a durable
 // function.
 func countJob(connString, stateDir string, records uint64, rate float64, restarts int, fail *failOnce) *ringflow.Job {
+	return countJobAt(connString, stateDir, records, rate, restarts, fail, 2)
+}
+
+// countJobAt is countJob with the count and the sink at parallelism par.
+func countJobAt(connString, stateDir string, records uint64, rate float64, restarts int, fail *failOnce, par int) *ringflow.Job {
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Logger: quiet,
 		Checkpoint: ringflow.CheckpointConfig{Interval: 3 * time.Millisecond, StateDir: stateDir},
 		Restart:    ringflow.RestartStrategy{Attempts: restarts}})
@@ -30,14 +35,16 @@ func countJob(connString, stateDir string, records uint64, rate float64, restart
 		fail.panicAt(stageMap, i)
 		return i
 	})
-	counts := ringflow.Aggregate(ringflow.KeyBy(checked, func(i uint64) uint64 { return i % countKeys }), "count", keyCount{})
+	counts := ringflow.Aggregate(ringflow.KeyBy(checked, func(i uint64) uint64 { return i % countKeys }), "count", keyCount{},
+		ringflow.Parallelism(par))
 	newSink := postgres.Sink(postgres.Config[kv]{ConnString: connString, Table: "out",
 		Columns: []string{"k", "v"},
 		Row: func(row []any, r kv) []any {
 			fail.panicAt(stageRow, uint64(r.V*countKeys+r.K))
 			return append(row, r.K, r.V)
 		}})
-	ringflow.TxnSink(counts, "out", func() ringflow.TwoPhaseSink[kv] { return &failingSink{newSink(), fail} })
+	ringflow.TxnSink(counts, "out", func() ringflow.TwoPhaseSink[kv] { return &failingSink{newSink(), fail} },
+		ringflow.Parallelism(par))
 	return job
 }
 

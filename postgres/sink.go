@@ -136,11 +136,11 @@ func (s *sink[T]) Open(ctx context.Context, subtask, parallelism int) error {
 func (s *sink[T]) configure(ctx context.Context) error {
 	c := &s.cfg
 	var errs []error
-	if c.Table == "" {
-		errs = append(errs, errors.New("Table is empty"))
-	}
 	s.table = pgx.Identifier(strings.Split(c.Table, "."))
-	if len(s.table) > 2 || slices.Contains(s.table, "") {
+	switch {
+	case c.Table == "":
+		errs = append(errs, errors.New("Table is empty"))
+	case len(s.table) > 2 || slices.Contains(s.table, ""):
 		errs = append(errs, fmt.Errorf("Table %q is neither \"name\" nor \"schema.name\"", c.Table))
 	}
 	if len(c.Columns) == 0 {
