@@ -108,7 +108,12 @@
 //
 // # Limits
 //
-// A prepared transaction holds its locks until committed. A row that
+// A subtask's transaction stays open from its first batch to the next
+// checkpoint, so the server's idle_in_transaction_session_timeout, if
+// set, must exceed the checkpoint interval, and an open or prepared
+// transaction holds back VACUUM as any long transaction does: keep the
+// interval in seconds, not hours. A prepared transaction holds its locks
+// until committed. A row that
 // conflicts on a unique index with a row of an earlier transaction that is
 // prepared but not yet committed makes the COPY wait for that commit,
 // which waits for the same subtask: set lock_timeout (for example

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -35,7 +34,7 @@ const createOut = "CREATE TABLE out (k bigint NOT NULL, v bigint NOT NULL)"
 
 // newDB creates a database of t's own holding the empty table out and
 // returns its connection string and a connection to it.
-func newDB(t *testing.T) (string, *pgx.Conn) {
+func newDB(t testing.TB) (string, *pgx.Conn) {
 	t.Helper()
 	connString := pgtest.Shared(t).CreateDatabase(t)
 	ctx := context.Background()
@@ -135,5 +134,3 @@ func errContains(t *testing.T, what string, err error, parts ...string) {
 		}
 	}
 }
-
-var _ = fmt.Sprint
