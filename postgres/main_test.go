@@ -110,10 +110,10 @@ func keyCounts(n, keys uint64) []kv {
 // keyCount counts records per key and emits (key, count).
 type keyCount struct{}
 
-func (keyCount) Create() kv             { return kv{} }
+func (keyCount) Create() kv              { return kv{} }
 func (keyCount) Add(acc kv, i uint64) kv { return kv{int64(i % countKeys), acc.V + 1} }
-func (keyCount) Result(acc kv) kv       { return acc }
-func (keyCount) Merge(a, b kv) kv       { return kv{a.K, a.V + b.V} }
+func (keyCount) Result(acc kv) kv        { return acc }
+func (keyCount) Merge(a, b kv) kv        { return kv{a.K, a.V + b.V} }
 
 const countKeys = 100
 

@@ -88,9 +88,9 @@ type sink[T any] struct {
 	scope    string
 	sub, par int
 	nonce    string
-	seq      uint64 // the next transaction's number
-	batch    *batch // being filled; nil when the task thread holds none
-	rows     int    // rows in the open transaction
+	seq      uint64  // the next transaction's number
+	batch    *batch  // being filled; nil when the task thread holds none
+	rows     int     // rows in the open transaction
 	pids     []int32 // the server processes of ctl and the writer's connection
 }
 
