@@ -67,13 +67,14 @@
 // ROLLBACK PREPARED on the task thread, so a commit never waits behind
 // data; it is also the one Open and Recover check and clean up with.
 //
-// Rows go in with COPY (pgx's CopyFrom, binary format), not multi-row
-// INSERT: COPY streams a batch in one round trip without a statement of
-// 65535 parameters at most to build and plan, and it is the server's
-// fastest way in. The price: COPY cannot upsert (no ON CONFLICT); a row
-// that violates a constraint fails the job. The sink appends; a
-// materialised view or a query over the table can pick each key's latest
-// row.
+// Rows go in with COPY (pgx's CopyFrom, in the binary format), not
+// multi-row INSERT: COPY streams a batch in one round trip with no
+// statement to build, parse or plan, where an INSERT of n rows is a
+// statement of n × columns parameters (at most 65535), planned anew for
+// each distinct n; it is the server's fastest way in. The price: COPY
+// cannot upsert (no ON CONFLICT), and a row that violates a constraint
+// fails the job. The sink appends; a view or a query over the table can
+// pick each key's latest row.
 //
 // # Names and recovery
 //
@@ -85,7 +86,10 @@
 // the sink's operator name, the subtask that prepared it, a random nonce
 // drawn at Open and a sequence number (Config.TxnPrefix replaces the job
 // and operator). So a run that resumes a state directory finds what an
-// earlier one left behind, and no gid is ever reused. Each session's
+// earlier one left behind, and no gid is ever reused. Bytes of a name
+// outside [A-Za-z0-9_.-] are written %XX, and a prefix over 150 bytes is
+// replaced by its hash: a gid fits PostgreSQL's 200 bytes and never
+// needs quoting. Each session's
 // application_name is "ringflow-sink <hash of job and operator> <subtask>".
 //
 // Recover, which runs before a restored subtask writes anything, first
@@ -116,7 +120,7 @@
 // until committed. A row that
 // conflicts on a unique index with a row of an earlier transaction that is
 // prepared but not yet committed makes the COPY wait for that commit,
-// which waits for the same subtask: set lock_timeout (for example
+// which the same subtask issues once its Write returns: set lock_timeout (for example
 // "options=-c lock_timeout=10s" in the connection string) to turn that
 // into an error. A job whose state directory is lost leaves its prepared
 // transactions behind for good; roll them back by hand (SELECT gid FROM

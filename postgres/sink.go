@@ -36,7 +36,9 @@ type Config[T any] struct {
 	// column, and returns the result, as append does. The sink reuses
 	// row's memory from batch to batch, so filling it allocates nothing
 	// but what boxing a value in an interface does. A value may be of any
-	// type pgx encodes into its column's type.
+	// type pgx encodes into its column's type. Row runs on the subtask's
+	// thread, in Write; a panic in it fails the task, as in any user
+	// function.
 	Row func(row []any, rec T) []any
 	// BatchSize is the most rows sent in one COPY; default
 	// DefaultBatchSize. A subtask holds at most two batches in memory.
