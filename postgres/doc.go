@@ -120,7 +120,8 @@
 // until committed. A row that
 // conflicts on a unique index with a row of an earlier transaction that is
 // prepared but not yet committed makes the COPY wait for that commit,
-// which the same subtask issues once its Write returns: set lock_timeout (for example
+// which the same subtask issues; should its Write wait for the writer
+// meanwhile, the commit never comes: set lock_timeout (for example
 // "options=-c lock_timeout=10s" in the connection string) to turn that
 // into an error. A job whose state directory is lost leaves its prepared
 // transactions behind for good; roll them back by hand (SELECT gid FROM
