@@ -26,7 +26,9 @@
 // and fails with ErrPreparedTransactionsDisabled when it is 0. Open also
 // checks that the table and columns exist and that the user may insert
 // into them, and says which is missing. A prepared transaction must be
-// committed by the user that prepared it, from its database.
+// committed by the user that prepared it, from its database. Each subtask
+// holds two connections (see below), so max_connections must leave room
+// for 2 × parallelism.
 //
 // # Transactions
 //
