@@ -44,7 +44,10 @@ type TwoPhaseSink[T any] interface {
 	// Recover is called once after Open, before any record: it commits the
 	// transactions txns (pre-committed in the restored checkpoint; none on
 	// a fresh start) and discards every other transaction this subtask
-	// left behind.
+	// left behind. After a restore at another parallelism p, subtask i is
+	// given the transactions of every earlier subtask j with j % p == i;
+	// a sink that cleans up after vanished subtasks by the same rule never
+	// discards a transaction another subtask is given to commit.
 	Recover(ctx context.Context, txns [][]byte) error
 	// Write adds a record to the current transaction.
 	Write(rec T) error
