@@ -76,6 +76,18 @@ func BenchmarkPipelines(b *testing.B) {
 	}
 }
 
+// BenchmarkPassthroughCeiling measures the most any engine can do on the
+// passthrough pipeline here: generate, count and digest into the sink's
+// lane, in one loop per source instance, as BenchmarkMapFilterCeiling does
+// for map-filter.
+func BenchmarkPassthroughCeiling(b *testing.B) {
+	benchCeiling(b, "passthrough", func(c Config, ls *lanes) (float64, error) {
+		return fusedForward(c, func(sub int) {
+			fusedPassthrough(specOf(c, seedMain), sub, c.Parallelism, &ls.l[sub])
+		}), nil
+	})
+}
+
 // BenchmarkMapFilterCeiling measures the most any engine can do on the
 // map-filter pipeline here: the same work — generate, map, filter, count
 // and digest into the sink's lane — fused into one loop per source
@@ -83,20 +95,12 @@ func BenchmarkPipelines(b *testing.B) {
 // no copy between stages and no call through a function value. It runs
 // the channel baseline in the same iteration and reports both, and the
 // ratio: an engine that does the pipeline's work cannot beat the channel
-// baseline by more than fused/chan.
+// baseline by more than fused/chan. BenchmarkPassthroughCeiling,
+// BenchmarkKeyedCountCeiling, BenchmarkWindowCeiling and
+// BenchmarkJoinCeiling do the same for the other pipelines.
 func BenchmarkMapFilterCeiling(b *testing.B) {
 	benchCeiling(b, "map-filter", func(c Config, ls *lanes) (float64, error) {
-		start := time.Now()
-		var wg sync.WaitGroup
-		for i := range c.Parallelism {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				fusedMapFilter(specOf(c, seedMain), i, c.Parallelism, ls)
-			}()
-		}
-		wg.Wait()
-		return time.Since(start).Seconds(), nil
+		return fusedForward(c, func(sub int) { fusedMapFilter(specOf(c, seedMain), sub, c.Parallelism, ls) }), nil
 	})
 }
 
@@ -128,6 +132,39 @@ func benchCeiling(b *testing.B, pipeline string, fused func(Config, *lanes) (flo
 	b.ReportMetric(n/fusedSecs, "fused-records/s")
 	b.ReportMetric(n/chanSecs, "chan-records/s")
 	b.ReportMetric(chanSecs/fusedSecs, "fused/chan")
+}
+
+// fusedForward runs loop for every source instance of a forward pipeline
+// on a goroutine of its own and returns the seconds until all have
+// returned.
+func fusedForward(c Config, loop func(sub int)) float64 {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range c.Parallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(i)
+		}()
+	}
+	wg.Wait()
+	return time.Since(start).Seconds()
+}
+
+// fusedPassthrough is source instance sub of par of the passthrough
+// pipeline with its sink written into the loop over its batches. Its lane
+// l is the sink instance's, which sees exactly the records of source
+// instance sub (lanes.bySeq).
+func fusedPassthrough(spec sourceSpec, sub, par int, l *lane) {
+	var s genSource
+	s.init(spec, sub, par, 0, new(atomic.Uint64))
+	buf := make([]Record, batchLen)
+	for !s.exhausted() {
+		n := s.next(buf)
+		for i := range buf[:n] {
+			l.add(digestRecord(&buf[i]), buf[i].SrcNanos)
+		}
+	}
 }
 
 // fusedMapFilter is source instance sub of par of the map-filter pipeline

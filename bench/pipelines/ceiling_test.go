@@ -34,6 +34,8 @@ import (
 // results into its lane; one barrier per round. No per-record hand-off, no
 // frame, no call through a function value. The channel baseline runs in
 // the same iteration; both must produce the same records and checksum.
+// BenchmarkWindowCeiling and BenchmarkJoinCeiling run the window and join
+// pipelines the same way.
 func BenchmarkKeyedCountCeiling(b *testing.B) {
 	for _, table := range []string{"gomap", "cow", "flat"} {
 		b.Run(table, func(b *testing.B) {
