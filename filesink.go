@@ -309,7 +309,11 @@ func (s *fileSink[T]) Recover(ctx context.Context, txns [][]byte) error {
 	}
 	for _, e := range pending {
 		sub, _, ok := FileSinkPart(e.Name())
-		if ok && (sub == s.sub || s.sub == 0 && sub >= s.par) {
+		// NB: the parts of earlier subtask j are this one's if j % par is
+		// its index: the engine gives it their transactions (which the
+		// loop above committed), and no other subtask may remove them
+		// meanwhile.
+		if ok && sub%s.par == s.sub {
 			if err := os.Remove(filepath.Join(s.pendingDir(), e.Name())); err != nil {
 				return err
 			}

@@ -108,3 +108,62 @@ func TestReadFileSinkJSONNamesBadLine(t *testing.T) {
 		t.Errorf("ReadFileSinkJSON returned %v; want an error naming part-0-0 line 2", err)
 	}
 }
+
+// TestFileSinkRecoverAtLowerParallelism restores the pending parts of five
+// subtasks at parallelism 3, as the engine hands them out (new subtask i
+// takes old subtask j's transactions if j % 3 == i), with new subtask 0
+// recovering first: every pre-committed part is committed exactly once.
+// (Subtask 0 once removed the pending parts of every old subtask >= 3, and
+// so old subtask 4's, which new subtask 1 was to commit.)
+func TestFileSinkRecoverAtLowerParallelism(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	txns := make([][]byte, 5)
+	for j := range 5 {
+		s := FileSink(dir)()
+		if err := s.Open(ctx, j, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Recover(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(fmt.Sprintf("line of subtask %d", j)); err != nil {
+			t.Fatal(err)
+		}
+		txn, durable, err := s.PreCommit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if durable != nil {
+			if err := durable(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		txns[j] = txn
+		s.Close()
+	}
+	for i := range 3 {
+		var mine [][]byte
+		for j := range 5 {
+			if j%3 == i {
+				mine = append(mine, txns[j])
+			}
+		}
+		s := FileSink(dir)()
+		if err := s.Open(ctx, i, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Recover(ctx, mine); err != nil {
+			t.Fatalf("subtask %d of 3: recover: %v", i, err)
+		}
+		s.Close()
+	}
+	lines, err := ReadFileSink(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lines)
+	if len(lines) != 5 {
+		t.Fatalf("committed lines %q, want one of each of 5 subtasks", lines)
+	}
+}

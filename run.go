@@ -145,7 +145,19 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 		if cp, err = p.latest(store); err != nil {
 			return err
 		}
+		latest := cp
 		if cp, err = j.ofThisRun(cp); err != nil {
+			if !errors.Is(err, ErrFinished) {
+				return err
+			}
+			if err := p.commitFinal(latest); err != nil {
+				return err
+			}
+			if n > 0 {
+				// The job finished in this Run: the failure it restarted
+				// from came after its final checkpoint.
+				return nil
+			}
 			return err
 		}
 	}
@@ -655,6 +667,27 @@ func (p *physical) restoreState(cp *snapshot.Checkpoint) error {
 			ctx := t.Ctxs[i]
 			if err := c.RestoreState(stateReader{cp: cp, op: ctx.Operator}); err != nil {
 				return fmt.Errorf("ringflow: restore checkpoint %d: operator %q subtask %d: %w",
+					cp.ID(), ctx.Operator, ctx.Subtask, err)
+			}
+		}
+	}
+	return nil
+}
+
+// commitFinal commits what the final checkpoint cp of a finished job left
+// pre-committed: its sinks' transactions, whose commits may not all have
+// run before a failure or the end of the process. The sinks alone are
+// opened, restored and closed (operator.FinalCommitter).
+func (p *physical) commitFinal(cp *snapshot.Checkpoint) error {
+	for _, t := range p.tasks {
+		for i, op := range t.Ops {
+			fc, ok := op.(operator.FinalCommitter)
+			if !ok {
+				continue
+			}
+			ctx := t.Ctxs[i]
+			if err := fc.CommitFinal(ctx, stateReader{cp: cp, op: ctx.Operator}); err != nil {
+				return fmt.Errorf("ringflow: commit the final checkpoint %d: operator %q subtask %d: %w",
 					cp.ID(), ctx.Operator, ctx.Subtask, err)
 			}
 		}

@@ -168,6 +168,33 @@ func (s *TxnSink[T]) End() {
 // Close implements Operator.
 func (s *TxnSink[T]) Close() error { return s.sink.Close() }
 
+// FinalCommitter is an operator with transactions that a job's final
+// checkpoint may leave pre-committed: the job finished, but the commits
+// that follow the checkpoint may not all have run (a failure came
+// between, or the process died).
+type FinalCommitter interface {
+	// CommitFinal opens the operator alone with ctx, restores its state
+	// from r and commits what it restores, then closes it.
+	CommitFinal(ctx *Context, r StateReader) error
+}
+
+// CommitFinal implements FinalCommitter: the sink recovers the final
+// checkpoint's transactions (Recover commits them; a commit is
+// idempotent) and closes.
+func (s *TxnSink[T]) CommitFinal(ctx *Context, r StateReader) (err error) {
+	if err := s.Open(ctx); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, s.Close()) }()
+	if err := s.RestoreState(r); err != nil {
+		return err
+	}
+	defer recoverTo(ctx, &err)
+	txns := s.restore
+	s.restore = nil
+	return s.sink.Recover(ctx.Ctx(), txns)
+}
+
 type txnSnapshot struct {
 	// ctx is the attempt's context, which durable is given.
 	ctx     context.Context
