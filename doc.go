@@ -5,7 +5,10 @@
 // take type parameters): Source, Map, Filter, FlatMap, KeyBy, Union,
 // Rebalance, Reduce, Aggregate, MapWithState, Process, Window, WindowJoin,
 // Sink and TxnSink (FileSink, FileSinkOf and FileSinkEncoded with JSONLines
-// write files transactionally). Options that fit only some operators have
+// write files transactionally; packages postgres and kafka hold
+// connectors). MapPtr, FilterPtr and FlatMapPtr give their function a
+// pointer to each record rather than a copy, which pays for records of
+// more than a few words; MapBatches hands it whole batches. Options that fit only some operators have
 // types of their own (Option, WindowOption, SinkOption), so giving one to
 // an operator it does not fit does not compile. Run checks the graph, lays
 // it out as tasks — forward edges of equal parallelism chained into one
@@ -30,7 +33,9 @@
 // fails its task, naming the operator and subtask; the job then restarts
 // as Config.Restart says. Code that may block (a Sink's function, a
 // FromBlocking reader, a TwoPhaseSink's Open, Recover, Commit and durable
-// function) gets a context that is done when the attempt ends.
+// function) gets a context that is done when the attempt ends; the
+// context names the job, run, operator and subtask (TaskInfoFrom), from
+// which a connector names what it leaves in an external system.
 //
 // Push feeds a job from a service: its handle's Push blocks while the job
 // is backpressured, numbers the records it takes, reports as checkpoints
