@@ -26,7 +26,9 @@ import (
 //   - CheckpointPositioner, to know which checkpoint a position goes into;
 //   - Pacer, to say when its next record is due;
 //   - SplitSource, to be restored at another parallelism than its
-//     checkpoint's.
+//     checkpoint's;
+//   - EventTimeSource, to stamp its records and keep its watermark
+//     itself (SourceWithOwnEventTime).
 //
 // Its methods run on the subtask's worker thread, one at a time. An error
 // from any of them, or a panic, fails the task with an *OperatorError
@@ -91,6 +93,27 @@ type SplitSource interface {
 	RescalePosition(subtask, parallelism int, old [][]byte) ([]byte, error)
 }
 
+// EventTimeSource is implemented by a source that keeps its records'
+// event time itself, as SourceWithOwnEventTime runs it: it knows what the
+// runtime does not, such as which split (a Kafka partition) each record
+// came from, and so can hold its watermark at the slowest of its splits
+// and leave idle splits out, where a WatermarkStrategy sees only the
+// newest timestamp of each batch of a subtask.
+//
+// Its methods run on the subtask's worker thread, like Read: Timestamps
+// right after a Read that returned records, Watermark after every Read.
+type EventTimeSource interface {
+	// Timestamps fills ts, as long as the number of records the last
+	// Read returned, with their event times (epoch milliseconds), in
+	// order.
+	Timestamps(ts []int64)
+	// Watermark returns the source's watermark after the records it has
+	// returned (MinWatermark while it knows none), and whether it is
+	// idle: an idle source does not hold back the watermark downstream.
+	// The engine ignores a watermark lower than one it was given before.
+	Watermark(now time.Time) (wm int64, idle bool)
+}
+
 // WatermarkStrategy says how the records of a source (SourceWithEventTime,
 // PushOptions.EventTime) are timestamped and watermarked.
 //
@@ -126,6 +149,8 @@ var (
 	_ operator.Pacer                   = (Pacer)(nil)
 	_ Pacer                            = (operator.Pacer)(nil)
 	_ operator.SplitSource             = (SplitSource)(nil)
+	_ operator.EventTimeSource         = (EventTimeSource)(nil)
+	_ EventTimeSource                  = (operator.EventTimeSource)(nil)
 	_ SplitSource                      = (operator.SplitSource)(nil)
 	_ *operator.WatermarkStrategy[int] = (*operator.WatermarkStrategy[int])((*WatermarkStrategy[int])(nil))
 )

@@ -114,6 +114,21 @@ func SourceWithEventTime[T any](j *Job, name string, newSrc NewSource[T], ws Wat
 	return sourceNode(j, name, newSrc, &ws, opts)
 }
 
+// SourceWithOwnEventTime adds a source whose records carry event time
+// that the source itself keeps: its SourceFuncs implement EventTimeSource,
+// stamping their records and computing their watermarks (per partition of
+// a Kafka topic, say), where a WatermarkStrategy would see only a
+// subtask's batches. A SourceFunc that does not implement it fails its
+// task at open.
+func SourceWithOwnEventTime[T any](j *Job, name string, newSrc NewSource[T], opts ...Option) Stream[T] {
+	n, o := j.addNode(name, opts)
+	batch := j.cfg.BatchSize
+	n.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
+		return nil, operator.NewStampedSourceRunner[T](newSrc(), batch, nil, down.(operator.Input[T]))
+	}
+	return newStream[T](j, n, o, true)
+}
+
 func sourceNode[T any](j *Job, name string, newSrc NewSource[T], ws *WatermarkStrategy[T], opts []Option) Stream[T] {
 	n, o := j.addNode(name, opts)
 	batch := j.cfg.BatchSize

@@ -56,6 +56,20 @@ type WatermarkStrategy[T any] struct {
 	IdleTimeout time.Duration
 }
 
+// EventTimeSource is implemented by a source that stamps its records with
+// event time and computes its watermark itself, from what it knows and
+// the runtime does not: which split (a Kafka partition, a file) each
+// record came from. A runner made with NewSourceRunner and a nil strategy
+// but stamped set uses it instead of a WatermarkStrategy.
+type EventTimeSource interface {
+	// Timestamps fills ts, of the length Read just returned, with the
+	// event times of the records that Read returned, in order.
+	Timestamps(ts []int64)
+	// Watermark returns the source's watermark, after the records it has
+	// returned, and whether it is idle.
+	Watermark(now time.Time) (wm int64, idle bool)
+}
+
 // SourceDriver is a source as a task drives it.
 type SourceDriver interface {
 	Operator
@@ -82,11 +96,14 @@ type SourceRunner[T any] struct {
 	src    Source[T]
 	next   Input[T]
 	ev     *WatermarkStrategy[T]
-	pos    []byte // where to open
+	own    EventTimeSource // the source's own event time, if it keeps it
+	pos    []byte          // where to open
 	buf    []T
 	ts     []int64
 	maxTs  int64
 	lastAt time.Time // when records last came
+	// stamped says the runner was made for an EventTimeSource.
+	stamped bool
 }
 
 // NewSourceRunner returns a driver for src that pushes batches of up to
@@ -100,10 +117,24 @@ func NewSourceRunner[T any](src Source[T], batch int, ev *WatermarkStrategy[T], 
 	return s
 }
 
+// NewStampedSourceRunner is NewSourceRunner for a source that keeps its own
+// event time (an EventTimeSource): it stamps its records and says its
+// watermark. A source that is not an EventTimeSource fails to open.
+func NewStampedSourceRunner[T any](src Source[T], batch int, pos []byte, next Input[T]) *SourceRunner[T] {
+	s := NewSourceRunner(src, batch, nil, pos, next)
+	s.own, _ = src.(EventTimeSource)
+	s.ts = make([]int64, batch)
+	s.stamped = true
+	return s
+}
+
 // Open implements Operator.
 func (s *SourceRunner[T]) Open(ctx *Context) (err error) {
 	s.Ctx = ctx
 	defer recoverTo(ctx, &err)
+	if s.stamped && s.own == nil {
+		return fmt.Errorf("open source: a %T keeps no event time of its own (it is no EventTimeSource)", s.src)
+	}
 	if err := s.src.Open(ctx.Subtask, ctx.Parallelism, s.pos); err != nil {
 		return fmt.Errorf("open source: %w", err)
 	}
@@ -136,6 +167,12 @@ func (s *SourceRunner[T]) Read(now time.Time, max int) (int, error) {
 }
 
 func (s *SourceRunner[T]) push(recs []T) {
+	if s.own != nil {
+		ts := s.ts[:len(recs)]
+		s.own.Timestamps(ts)
+		s.next.Push(recs, ts)
+		return
+	}
 	if s.ev == nil {
 		s.next.Push(recs, nil)
 		return
@@ -151,6 +188,10 @@ func (s *SourceRunner[T]) push(recs []T) {
 
 // EventTime implements SourceDriver.
 func (s *SourceRunner[T]) EventTime(now time.Time) (int64, bool) {
+	if s.own != nil {
+		defer Guard(s.Ctx)
+		return s.own.Watermark(now)
+	}
 	if s.ev == nil || s.maxTs == MinWatermark {
 		return MinWatermark, s.ev != nil && s.idleSince(now)
 	}
