@@ -16,6 +16,7 @@ func (p *physical) setAttempt(ctx context.Context, cancel context.CancelCauseFun
 		return context.WithValue(ctx, taskInfoKey{}, TaskInfo{
 			Job: id.job, Run: id.run,
 			Operator: c.Operator, Subtask: c.Subtask, Parallelism: c.Parallelism,
+			Checkpoints: c.Checkpoints,
 		})
 	}
 	for _, t := range p.tasks {
@@ -46,6 +47,9 @@ type TaskInfo struct {
 	Operator string
 	// Subtask is the instance's index, in [0, Parallelism).
 	Subtask, Parallelism int
+	// Checkpoints says whether the job takes checkpoints: a sink with
+	// no checkpoint to commit at chooses its guarantee by it.
+	Checkpoints bool
 }
 
 type taskInfoKey struct{}

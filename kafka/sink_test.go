@@ -1,0 +1,280 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func stringSink(t testing.TB, brokers []string, prefix string) SinkConfig[string] {
+	return SinkConfig[string]{
+		Brokers: brokers, Topic: "out", TransactionalIDPrefix: prefix, Delivery: ExactlyOnce,
+		Logger: testLogger(t),
+		Encode: func(s string) (*kgo.Record, error) { return &kgo.Record{Value: []byte(s)}, nil },
+	}
+}
+
+// openSink opens subtask of parallelism of a sink and recovers txns.
+func openSink(t *testing.T, cfg SinkConfig[string], subtask, parallelism int, txns ...[]byte) *sink[string] {
+	t.Helper()
+	s := Sink(cfg)().(*sink[string])
+	ctx := context.Background()
+	if err := s.Open(ctx, subtask, parallelism); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Recover(ctx, txns); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	return s
+}
+
+// writeTxn writes the records and pre-commits them; it returns the
+// handle once the transaction is durable.
+func writeTxn(t *testing.T, s *sink[string], recs ...string) []byte {
+	t.Helper()
+	for _, r := range recs {
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn, durable, err := s.PreCommit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if durable != nil {
+		if err := durable(context.Background()); err != nil {
+			t.Fatalf("durable: %v", err)
+		}
+	}
+	return txn
+}
+
+// crash drops the sink's clients as a killed process would: nothing is
+// aborted or committed.
+func crash(s *sink[string]) {
+	for _, sl := range s.slots {
+		if sl.cl != nil {
+			sl.cl.Close()
+		}
+	}
+	s.client.Close()
+}
+
+func recs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%03d", prefix, i)
+	}
+	return out
+}
+
+func sorted(groups ...[]string) []string {
+	out := slices.Concat(groups...)
+	slices.Sort(out)
+	return out
+}
+
+// TestSinkInvisibleUntilCommit checks that a read_committed consumer sees
+// a checkpoint's records only once the sink commits them, while the next
+// checkpoint's records flow into another transaction.
+func TestSinkInvisibleUntilCommit(t *testing.T) {
+	c := newCluster(t, 2, []string{"out"})
+	brokers := c.ListenAddrs()
+	s := openSink(t, stringSink(t, brokers, "invisible"), 0, 1)
+	defer s.Close()
+	first, second := recs("a", 10), recs("b", 3)
+	txn1 := writeTxn(t, s, first...)
+	if got := readTopic(t, brokers, "out", true); len(got) != 0 {
+		t.Fatalf("read_committed sees %d records before the commit", len(got))
+	}
+	diff(t, readTopic(t, brokers, "out", false), first)
+	for _, r := range second {
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Commit(context.Background(), txn1); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), first)
+	txn2, durable, err := s.PreCommit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := durable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h1, h2 := mustHandle(t, txn1), mustHandle(t, txn2); h1.id == h2.id {
+		t.Fatalf("two transactions open at once on one transactional id %s", h1.id)
+	}
+	if err := s.Commit(context.Background(), txn2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(context.Background(), txn2); err != nil {
+		t.Fatalf("commit again: %v", err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), sorted(first, second))
+}
+
+func mustHandle(t *testing.T, b []byte) txnHandle {
+	t.Helper()
+	h, err := decodeHandle(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestSinkRecover checks that a restored subtask commits the checkpoint's
+// pre-committed transaction and aborts the one its predecessor left open,
+// so that read_committed consumers see exactly the checkpoint's records
+// and are not held back; and that restoring the same checkpoint again,
+// after the ids were used since, leaves the output alone.
+func TestSinkRecover(t *testing.T) {
+	c := newCluster(t, 2, []string{"out"})
+	brokers := c.ListenAddrs()
+	cfg := stringSink(t, brokers, "recover")
+	a := openSink(t, cfg, 0, 1)
+	kept, lost := recs("kept", 10), recs("lost", 5)
+	txn := writeTxn(t, a, kept...)
+	for _, r := range lost {
+		if err := a.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.cur.cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	crash(a)
+
+	b := openSink(t, cfg, 0, 1, txn)
+	diff(t, readTopic(t, brokers, "out", true), kept)
+	assertNoOpenTxn(t, b.client, "out")
+	more := recs("more", 3)
+	if err := b.Commit(context.Background(), writeTxn(t, b, more...)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	// The same checkpoint again: its transaction was committed, and its
+	// id used and fenced since.
+	d := openSink(t, cfg, 0, 1, txn)
+	defer d.Close()
+	diff(t, readTopic(t, brokers, "out", true), sorted(kept, more))
+	assertNoOpenTxn(t, d.client, "out")
+}
+
+// assertNoOpenTxn fails t if a transaction holds back topic's last stable
+// offset.
+func assertNoOpenTxn(t *testing.T, cl *kgo.Client, topic string) {
+	t.Helper()
+	stable, high := endOffsets(t, cl, topic, true), endOffsets(t, cl, topic, false)
+	for p := range high {
+		if stable[p] != high[p] {
+			t.Fatalf("%s/%d: last stable offset %d, high watermark %d: a transaction is still open", topic, p, stable[p], high[p])
+		}
+	}
+}
+
+// TestSinkRecoverRescaled checks a restore at a lower parallelism: subtask
+// 0 of 2 takes over old subtasks 0 and 2 of 3, commits both their
+// transactions and fences old subtask 2's ids, which nothing else would.
+func TestSinkRecoverRescaled(t *testing.T) {
+	c := newCluster(t, 2, []string{"out"})
+	brokers := c.ListenAddrs()
+	cfg := stringSink(t, brokers, "rescale")
+	old := make([]*sink[string], 3)
+	var txns [][]byte
+	var want []string
+	for i := range old {
+		old[i] = openSink(t, cfg, i, 3)
+		rs := recs(fmt.Sprintf("s%d-", i), 4)
+		txns = append(txns, writeTxn(t, old[i], rs...))
+		want = append(want, rs...)
+	}
+	if err := old[2].Write("open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old[2].cur.cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range old {
+		crash(s)
+	}
+	// As ringflow's TxnSink deals them: old subtask j to j mod 2.
+	b0 := openSink(t, cfg, 0, 2, txns[0], txns[2])
+	defer b0.Close()
+	b1 := openSink(t, cfg, 1, 2, txns[1])
+	defer b1.Close()
+	diff(t, readTopic(t, brokers, "out", true), sorted(want))
+	assertNoOpenTxn(t, b0.client, "out")
+}
+
+// TestSinkPoolExhausted checks that a subtask whose every transactional id
+// awaits a commit fails its next write, rather than reusing one.
+func TestSinkPoolExhausted(t *testing.T) {
+	c := newCluster(t, 1, []string{"out"})
+	cfg := stringSink(t, c.ListenAddrs(), "pool")
+	cfg.PoolSize = 2
+	s := openSink(t, cfg, 0, 1)
+	defer s.Close()
+	writeTxn(t, s, "a")
+	writeTxn(t, s, "b")
+	if err := s.Write("c"); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("write with every id pending: %v, want ErrPoolExhausted", err)
+	}
+}
+
+// TestSinkBrokerErrors injects errors into the transaction coordinator's
+// and the partition leader's answers: a coordinator that is busy ending a
+// transaction is waited for, and a produce the broker refuses fails the
+// checkpoint's durable step and the commit, never committing a
+// transaction with a record missing.
+func TestSinkBrokerErrors(t *testing.T) {
+	c := newCluster(t, 1, []string{"out"})
+	brokers := c.ListenAddrs()
+	cfg := stringSink(t, brokers, "faults")
+	s := openSink(t, cfg, 0, 1)
+	defer s.Close()
+
+	// EndTxn: CONCURRENT_TRANSACTIONS twice, then the real answer.
+	busy := 0
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if busy == 2 {
+			return nil, nil, false
+		}
+		busy++
+		c.KeepControl()
+		resp := req.(*kmsg.EndTxnRequest).ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.ConcurrentTransactions.Code
+		return resp, nil, true
+	})
+	first := recs("a", 5)
+	if err := s.Commit(context.Background(), writeTxn(t, s, first...)); err != nil {
+		t.Fatalf("commit through a busy coordinator: %v", err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), first)
+
+	// Produce: a non-retriable error for the partition.
+	c.Fault(kfakeFault(kmsg.Produce, kerr.InvalidRecord))
+	if err := s.Write("bad"); err != nil {
+		t.Fatal(err)
+	}
+	txn, durable, err := s.PreCommit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := durable(context.Background()); err == nil {
+		t.Fatal("durable succeeded for a transaction whose record the broker refused")
+	}
+	if err := s.Commit(context.Background(), txn); err == nil {
+		t.Fatal("committed a transaction whose record the broker refused")
+	}
+	diff(t, readTopic(t, brokers, "out", true), first)
+}
