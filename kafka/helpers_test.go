@@ -3,8 +3,8 @@ package kafka
 import (
 	"context"
 	"flag"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -241,5 +241,15 @@ func kfakeFault(key kmsg.Key, err *kerr.Error) kfake.Fault {
 	return kfake.Fault{Keys: []kmsg.Key{key}, Err: err}
 }
 
-// testLogger logs to t's output.
-func testLogger(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+// testLogger logs warnings and errors to t's output, without stacks.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == "stack" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}

@@ -1,0 +1,253 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow"
+)
+
+// TestPositionRoundTrip checks the position encoding against its decoding,
+// and that damage is an error.
+func TestPositionRoundTrip(t *testing.T) {
+	ps := []partPos{{"a", 0, 17, noStop}, {"a", 3, 0, 40}, {"topic-b", 1, 1 << 40, 1 << 41}}
+	b := encodePosition(ps)
+	got, err := decodePosition(b)
+	if err != nil || !slices.Equal(got, ps) {
+		t.Fatalf("decode(encode(%v)) = %v, %v", ps, got, err)
+	}
+	if got, err := decodePosition(encodePosition(nil)); err != nil || len(got) != 0 {
+		t.Fatalf("a subtask without partitions: %v, %v", got, err)
+	}
+	for i := range len(b) {
+		if _, err := decodePosition(b[:i]); err == nil {
+			t.Fatalf("a position cut to %d of %d bytes decodes", i, len(b))
+		}
+	}
+}
+
+// TestRescalePositions checks that a restore at another parallelism gives
+// every partition of the old subtasks to exactly one new subtask, with its
+// offsets, as a fresh start at that parallelism would assign it.
+func TestRescalePositions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 1))
+	for range 200 {
+		var all []partPos
+		for topic := range 1 + rng.IntN(3) {
+			for p := range 1 + rng.IntN(7) {
+				all = append(all, partPos{fmt.Sprintf("t%d", topic), int32(p), rng.Int64N(1000), noStop})
+			}
+		}
+		from, to := 1+rng.IntN(6), 1+rng.IntN(6)
+		old := make([][]byte, from)
+		for i := range old {
+			old[i] = encodePosition(assign(all, i, from))
+		}
+		var got []partPos
+		for i := range to {
+			b, err := rescale(i, to, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine, err := decodePosition(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := assign(all, i, to); !slices.Equal(mine, want) {
+				t.Fatalf("%d → %d subtasks: subtask %d gets %v, want %v", from, to, i, mine, want)
+			}
+			got = append(got, mine...)
+		}
+		slices.SortFunc(got, comparePart)
+		want := slices.Clone(all)
+		slices.SortFunc(want, comparePart)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d → %d subtasks: partitions %v, want %v", from, to, got, want)
+		}
+	}
+	if b, err := rescale(0, 2, [][]byte{nil, nil}); b != nil || err != nil {
+		t.Fatalf("rescale of subtasks that never opened: %v, %v; want a fresh start", b, err)
+	}
+	if _, err := rescale(0, 2, [][]byte{encodePosition(nil), nil}); err == nil {
+		t.Fatal("rescale with one old position missing: no error")
+	}
+}
+
+func eventSource(brokers []string, bounded bool) SourceConfig[event] {
+	return SourceConfig[event]{Brokers: brokers, Topics: []string{"in"}, Decode: decodeEvent, Bounded: bounded}
+}
+
+func eventLines(evs []event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.String()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// failer panics at the chosen counts of records seen, over all attempts of
+// a job: a failure at a random point of the stream.
+type failer struct {
+	seen atomic.Int64
+	at   []int64 // sorted
+}
+
+func newFailer(rng *rand.Rand, failures int, records int64) *failer {
+	f := &failer{}
+	for range failures {
+		f.at = append(f.at, 1+rng.Int64N(records))
+	}
+	slices.Sort(f.at)
+	return f
+}
+
+func (f *failer) see() {
+	if n := f.seen.Add(1); slices.Contains(f.at, n) {
+		panic(fmt.Sprintf("injected failure at record %d", n))
+	}
+}
+
+// spin busies the thread for d, to slow a job down without sleeping.
+func spin(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+// TestSourceExactlyOnceAcrossRestarts reads a topic into a transactional
+// file sink while failures at random records restart the job from its
+// checkpoints: each record is in the output exactly once.
+func TestSourceExactlyOnceAcrossRestarts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 2))
+	c := newCluster(t, 4, []string{"in"})
+	brokers := c.ListenAddrs()
+	evs := events(4, 1500, 50, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	fail := newFailer(rng, 3, int64(len(evs)))
+	t.Logf("failures at records %v", fail.at)
+
+	dir := t.TempDir()
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t),
+		Restart:    ringflow.RestartStrategy{Attempts: len(fail.at) + 1},
+		Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(dir, "state")}})
+	src := ringflow.Source(job, "in", Source(eventSource(brokers, true)))
+	lines := ringflow.Map(src, "fmt", func(e event) string {
+		fail.see()
+		spin(20 * time.Microsecond)
+		return e.String()
+	})
+	ringflow.TxnSink(lines, "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ringflow.ReadFileSink(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	diff(t, got, eventLines(evs))
+	// NB: a failure counted while the job is already failing restarts
+	// nothing, so there may be fewer restarts than failures.
+	if n := job.Metrics().Restarts; n < 1 || n > len(fail.at) {
+		t.Fatalf("%d restarts, want 1 to %d", n, len(fail.at))
+	}
+}
+
+// TestSourceRescale stops a job reading 4 partitions with 2 subtasks with
+// a savepoint, and resumes it with 3: every partition moves to its new
+// subtask with its offset, so each record is read exactly once over both
+// runs.
+func TestSourceRescale(t *testing.T) {
+	c := newCluster(t, 4, []string{"in"})
+	brokers := c.ListenAddrs()
+	evs := events(4, 600, 20, time.Millisecond)
+	var first, second []event
+	for _, e := range evs {
+		if e.Seq < 300 {
+			first = append(first, e)
+		} else {
+			second = append(second, e)
+		}
+	}
+	produce(t, brokers, "in", first)
+	dir := t.TempDir()
+	build := func(parallelism int, restoreFrom, out string) *ringflow.Job {
+		job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: parallelism, RestoreFrom: restoreFrom,
+			Logger: testLogger(t),
+			Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond,
+				StateDir:     filepath.Join(dir, fmt.Sprintf("state-%d", parallelism)),
+				SavepointDir: filepath.Join(dir, "savepoints")}})
+		src := ringflow.Source(job, "in", Source(eventSource(brokers, false)))
+		ringflow.TxnSink(ringflow.Map(src, "fmt", event.String), "out", ringflow.FileSink(filepath.Join(dir, out)))
+		return job
+	}
+	job1 := build(2, "", "out-2")
+	done1 := runAsync(job1)
+	waitLines(t, filepath.Join(dir, "out-2"), len(first))
+	sp, err := job1.StopWithSavepoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+
+	produce(t, brokers, "in", second)
+	job2 := build(3, sp, "out-3")
+	done2 := runAsync(job2)
+	waitLines(t, filepath.Join(dir, "out-3"), len(second))
+	if err := job2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done2; err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, out := range []string{"out-2", "out-3"} {
+		lines, err := ringflow.ReadFileSink(filepath.Join(dir, out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, lines...)
+	}
+	slices.Sort(got)
+	diff(t, got, eventLines(evs))
+}
+
+func runAsync(job *ringflow.Job) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- job.Run(context.Background()) }()
+	return done
+}
+
+// waitLines waits until the file sink in dir has committed n lines.
+func waitLines(t *testing.T, dir string, n int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d lines in %s", n, dir), func() bool {
+		lines, err := ringflow.ReadFileSink(dir)
+		return err == nil && len(lines) >= n
+	})
+}
+
+// TestSourceMissingTopic checks that a topic that does not exist fails the
+// job at open, naming it.
+func TestSourceMissingTopic(t *testing.T) {
+	c := newCluster(t, 1, []string{"in"})
+	job := ringflow.NewJob(ringflow.Config{Workers: 1, Parallelism: 1, Logger: testLogger(t)})
+	cfg := eventSource(c.ListenAddrs(), true)
+	cfg.Topics = []string{"nope"}
+	ringflow.Sink(ringflow.Source(job, "in", Source(cfg)), "out", func(context.Context, event) error { return nil })
+	err := job.Run(context.Background())
+	var oe *ringflow.OperatorError
+	if !errors.As(err, &oe) || oe.Operator != "in" {
+		t.Fatalf("run over a missing topic: %v, want the source's OperatorError", err)
+	}
+	t.Log(err)
+}
