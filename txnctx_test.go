@@ -179,8 +179,8 @@ func TestTaskInfo(t *testing.T) {
 	}
 	var jobID string
 	for ti := range seen {
-		if ti.Operator != "out" || ti.Parallelism != 2 || ti.Subtask < 0 || ti.Subtask > 1 || ti.Job == "" || ti.Checkpoints {
-			t.Fatalf("task info %+v: want operator out, subtask 0 or 1 of 2, a job and no checkpoints", ti)
+		if ti.Operator != "out" || ti.Parallelism != 2 || ti.Subtask < 0 || ti.Subtask > 1 || ti.Job == "" || !ti.Checkpoints {
+			t.Fatalf("task info %+v: want operator out, subtask 0 or 1 of 2, a job and checkpoints", ti)
 		}
 		if jobID != "" && ti.Job != jobID {
 			t.Fatalf("subtasks name jobs %s and %s", jobID, ti.Job)
