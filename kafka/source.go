@@ -81,7 +81,7 @@ type SourceConfig[T any] struct {
 	// job; 16 by default.
 	Buffer int
 	// OpenTimeout bounds the metadata and offset requests a subtask makes
-	// when it opens; 30 s by default.
+	// when it opens, and each commit to the group; 30 s by default.
 	OpenTimeout time.Duration
 	// ClientOpts are added to the consumer client's options (TLS, SASL,
 	// fetch sizes, a logger, ...) after the source's own.
@@ -350,7 +350,7 @@ func (s *source[T]) start(mine []partPos) {
 	}
 	if s.cfg.Group != "" {
 		s.commits = make(chan []partPos, 1)
-		s.running.Go(func() { s.commitGroup(ctx) })
+		s.running.Go(s.commitGroup)
 	}
 }
 
@@ -549,9 +549,10 @@ func (s *source[T]) NotifyComplete(id uint64) error {
 func (s *source[T]) NotifyAborted(uint64) {}
 
 // commitGroup runs on a goroutine of its own while the source has a group:
-// it commits the offsets it is given. Failures are logged: the group's
-// offsets are for monitoring.
-func (s *source[T]) commitGroup(ctx context.Context) {
+// it commits the offsets it is given, until Close closes s.commits (after
+// the last it was given). Failures are logged: the group's offsets are
+// for monitoring.
+func (s *source[T]) commitGroup() {
 	// NB: OffsetCommit v10 names topics by id; a raw request names them
 	// by name, which v9 and below take.
 	vs := kversion.Stable()
@@ -560,18 +561,17 @@ func (s *source[T]) commitGroup(ctx context.Context) {
 	cl, err := kgo.NewClient(append(opts, kgo.MaxVersions(vs))...)
 	if err != nil {
 		s.cfg.Logger.Error("kafka source: no client to commit offsets to the group", "group", s.cfg.Group, "err", err)
+		for range s.commits {
+		}
 		return
 	}
 	defer cl.Close()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ps := <-s.commits:
-			if err := commitOffsets(ctx, cl, s.cfg.Group, ps); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Warn("kafka source: commit offsets to the group", "group", s.cfg.Group, "err", err)
-			}
+	for ps := range s.commits {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.OpenTimeout)
+		if err := commitOffsets(ctx, cl, s.cfg.Group, ps); err != nil {
+			s.cfg.Logger.Warn("kafka source: commit offsets to the group", "group", s.cfg.Group, "err", err)
 		}
+		cancel()
 	}
 }
 
@@ -624,6 +624,9 @@ func (s *source[T]) Close() error {
 	}
 	if s.stop != nil {
 		s.stop()
+		if s.commits != nil {
+			close(s.commits)
+		}
 		s.running.Wait()
 	}
 	s.cl.Close()

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringflow/ringflow"
 )
@@ -250,4 +254,86 @@ func TestSourceMissingTopic(t *testing.T) {
 		t.Fatalf("run over a missing topic: %v, want the source's OperatorError", err)
 	}
 	t.Log(err)
+}
+
+// TestSourceWatermark checks the per-partition watermark: the slowest
+// partition holds it, one without event time holds it at the start, idle
+// and finished partitions are left out, and it never goes back.
+func TestSourceWatermark(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	s := &source[event]{cfg: SourceConfig[event]{OutOfOrderness: 10 * time.Millisecond, IdleTimeout: time.Second}}
+	s.wm = ringflow.MinWatermark
+	a := &partState{partPos: partPos{"in", 0, 0, noStop}, maxTs: ringflow.MinWatermark, lastAt: t0}
+	b := &partState{partPos: partPos{"in", 1, 0, noStop}, maxTs: ringflow.MinWatermark, lastAt: t0}
+	s.parts = []*partState{a, b}
+	check := func(now time.Time, wantWm int64, wantIdle bool) {
+		t.Helper()
+		if wm, idle := s.Watermark(now); wm != wantWm || idle != wantIdle {
+			t.Fatalf("watermark (a %d, b %d): %d idle %v, want %d idle %v", a.maxTs, b.maxTs, wm, idle, wantWm, wantIdle)
+		}
+	}
+	a.maxTs = 1000
+	check(t0, ringflow.MinWatermark, false) // b has no event time yet
+	b.maxTs = 500
+	check(t0, 489, false) // the slower partition, less the bound and 1 ms
+	a.lastAt = t0.Add(2 * time.Second)
+	check(t0.Add(1500*time.Millisecond), 989, false) // b idle
+	check(t0.Add(5*time.Second), 989, true)          // both idle
+	b.lastAt, b.maxTs = t0.Add(5*time.Second), 600
+	check(t0.Add(5*time.Second), 989, false) // b is back, behind: the watermark stays
+	b.stop, b.next = 10, 10
+	a.maxTs, a.lastAt = 3000, t0.Add(5*time.Second)
+	check(t0.Add(5*time.Second), 2989, false) // b is done
+	s.parts = nil
+	if _, idle := s.Watermark(t0); !idle {
+		t.Fatal("a subtask without partitions is not idle")
+	}
+}
+
+// TestSourceGroupCommit checks that completed checkpoints' offsets reach
+// the consumer group, for monitoring: after a bounded job ends, the group
+// holds every partition's end offset.
+func TestSourceGroupCommit(t *testing.T) {
+	c := newCluster(t, 3, []string{"in"})
+	brokers := c.ListenAddrs()
+	produce(t, brokers, "in", events(3, 200, 10, time.Millisecond))
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t),
+		Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: t.TempDir()}})
+	cfg := eventSource(brokers, true)
+	cfg.Group = "watchers"
+	ringflow.Sink(ringflow.Source(job, "in", Source(cfg)), "out", func(context.Context, event) error { return nil })
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends := endOffsets(t, cl, "in", true)
+	req := kmsg.NewPtrOffsetFetchRequest()
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group = "watchers"
+	gt := kmsg.NewOffsetFetchRequestGroupTopic()
+	gt.Topic = "in"
+	for p := range ends {
+		gt.Partitions = append(gt.Partitions, p)
+	}
+	g.Topics = append(g.Topics, gt)
+	req.Groups = append(req.Groups, g)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int32]int64{}
+	for _, rg := range resp.Groups {
+		for _, rt := range rg.Topics {
+			for _, rp := range rt.Partitions {
+				got[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	if !maps.Equal(got, ends) {
+		t.Fatalf("group offsets %v, want the end offsets %v", got, ends)
+	}
 }
