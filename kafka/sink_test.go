@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringflow/ringflow"
 )
 
 func stringSink(t testing.TB, brokers []string, prefix string) SinkConfig[string] {
@@ -277,4 +281,42 @@ func TestSinkBrokerErrors(t *testing.T) {
 		t.Fatal("committed a transaction whose record the broker refused")
 	}
 	diff(t, readTopic(t, brokers, "out", true), first)
+}
+
+// TestSinkDeliveryWithoutTransactions checks the sink's other guarantees
+// in jobs: without checkpoints the default is at-least-once (every record
+// out once the job ends), and at-least-once with failures restarting the
+// job from checkpoints loses no record.
+func TestSinkDeliveryWithoutTransactions(t *testing.T) {
+	c := newCluster(t, 2, []string{"in", "out", "out-alo"})
+	brokers := c.ListenAddrs()
+	evs := events(2, 500, 10, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	want := eventLines(evs)
+	sinkCfg := func(topic string, d Delivery) SinkConfig[event] {
+		return SinkConfig[event]{Brokers: brokers, Topic: topic, Delivery: d, Logger: testLogger(t),
+			Encode: func(e event) (*kgo.Record, error) { return &kgo.Record{Value: []byte(e.String())}, nil }}
+	}
+
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t)})
+	ringflow.TxnSink(ringflow.Source(job, "in", Source(eventSource(brokers, true))), "out", Sink(sinkCfg("out", DeliveryDefault)))
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), want)
+
+	fail := newFailer(rand.New(rand.NewPCG(seeds.Seed(t), 5)), 2, int64(len(evs)))
+	job = ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t),
+		Restart:    ringflow.RestartStrategy{Attempts: 3},
+		Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: t.TempDir()}})
+	checked := ringflow.Map(ringflow.Source(job, "in", Source(eventSource(brokers, true))), "check", func(e event) event {
+		fail.see()
+		return e
+	})
+	ringflow.TxnSink(checked, "out", Sink(sinkCfg("out-alo", AtLeastOnce)))
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Compact(readTopic(t, brokers, "out-alo", true))
+	diff(t, got, want)
 }
