@@ -20,7 +20,9 @@
 // (it joins no consumer group): with every partition of every topic sorted
 // by topic and partition, the k-th belongs to subtask k mod parallelism.
 // The partitions are those the topics have when the job first starts;
-// partitions added later are not read.
+// partitions added later are not read, and neither are topics added to
+// SourceConfig.Topics for a job that resumes from a checkpoint: the
+// checkpoint names the partitions to read.
 //
 // A subtask's position — the whole of what the source keeps — is the next
 // offset of each of its partitions, and it lives only in ringflow's

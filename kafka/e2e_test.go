@@ -170,9 +170,10 @@ func killChild(dir string, brokers []string) int {
 }
 
 // TestKillAndResume kills the job's process with SIGKILL at random
-// moments, mid-transaction or mid-commit, and resumes it from its state
-// directory each time, then lets it finish: the committed output holds
-// exactly the windows of an uninterrupted run.
+// moments once it has written some output — mid-transaction, or between a
+// pre-commit and its commit — and resumes it from its state directory
+// each time, then lets it finish: the committed output holds exactly the
+// windows of an uninterrupted run.
 func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for a few seconds")
@@ -193,16 +194,41 @@ func TestKillAndResume(t *testing.T) {
 		cmd.Stderr = os.Stderr
 		return cmd
 	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// written counts the offsets of the output, committed or not: it
+	// grows as a child produces.
+	written := func() int64 {
+		var n int64
+		for _, end := range endOffsets(t, cl, "out", false) {
+			n += end
+		}
+		return n
+	}
 	for i := range kills {
 		cmd := child()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		after := time.Duration(100+rng.IntN(400)) * time.Millisecond
-		time.Sleep(after)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// Kill once the child has produced a random number of records
+		// more: mid-transaction, or between a pre-commit and its commit.
+		target := written() + 1 + rng.Int64N(150)
+		deadline := time.Now().Add(30 * time.Second)
+		for written() < target && time.Now().Before(deadline) && len(exited) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		t.Logf("kill %d after %v: %v", i+1, after, err)
+		err := <-exited
+		// NB: the last stable offset stops at a transaction the child left
+		// open, so this reads what was committed before it.
+		t.Logf("kill %d at %d offsets written (target %d): %v; %d windows committed", i+1, written(), target, err,
+			len(readTopic(t, brokers, "out", true)))
 		if err == nil {
 			t.Logf("the child finished before the kill")
 		}
@@ -211,10 +237,5 @@ func TestKillAndResume(t *testing.T) {
 		t.Fatalf("final run: %v", err)
 	}
 	diff(t, readTopic(t, brokers, "out", true), windowOracle(evs))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	assertNoOpenTxn(t, cl, "out")
 }

@@ -204,6 +204,8 @@ func (s *source[T]) Open(subtask, parallelism int, pos []byte) error {
 		mine, err = decodePosition(pos)
 	}
 	if err != nil {
+		cl.Close()
+		s.cl = nil
 		return err
 	}
 	s.start(mine)

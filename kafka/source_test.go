@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,4 +337,69 @@ func TestSourceGroupCommit(t *testing.T) {
 	if !maps.Equal(got, ends) {
 		t.Fatalf("group offsets %v, want the end offsets %v", got, ends)
 	}
+}
+
+// TestSourceTransactionalInput reads, bounded, a topic written in
+// transactions, committed and aborted: the source sees the committed
+// records only, and stops although the last offsets before its bound are
+// transaction markers, which it never hands over.
+func TestSourceTransactionalInput(t *testing.T) {
+	c := newCluster(t, 2, []string{"out"})
+	brokers := c.ListenAddrs()
+	w := openSink(t, stringSink(t, brokers, "input"), 0, 1)
+	evs := events(2, 30, 5, time.Millisecond)
+	var committed []event
+	for i := 0; i < len(evs); i += 10 {
+		batch := evs[i:min(i+10, len(evs))]
+		var lines []string
+		for _, e := range batch {
+			lines = append(lines, e.String())
+		}
+		txn := writeTxn(t, w, lines...)
+		if i%20 == 10 {
+			// Aborted: a restore that never commits it fences it.
+			crash(w)
+			w = openSink(t, stringSink(t, brokers, "input"), 0, 1)
+			continue
+		}
+		if err := w.Commit(context.Background(), txn); err != nil {
+			t.Fatal(err)
+		}
+		committed = append(committed, batch...)
+	}
+	w.Close()
+
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t)})
+	cfg := eventSource(brokers, true)
+	cfg.Topics = []string{"out"}
+	var got atomicLines
+	ringflow.Sink(ringflow.Source(job, "in", Source(cfg)), "collect", func(_ context.Context, e event) error {
+		got.add(e.String())
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := job.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, got.sorted(), eventLines(committed))
+}
+
+type atomicLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (a *atomicLines) add(s string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lines = append(a.lines, s)
+}
+
+func (a *atomicLines) sorted() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := slices.Clone(a.lines)
+	slices.Sort(out)
+	return out
 }
