@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -402,4 +403,34 @@ func (a *atomicLines) sorted() []string {
 	out := slices.Clone(a.lines)
 	slices.Sort(out)
 	return out
+}
+
+// TestSourceLostOffset checks that a position the brokers no longer hold
+// (retention deleted its records) fails the source, rather than skipping
+// to another offset.
+func TestSourceLostOffset(t *testing.T) {
+	c := newCluster(t, 1, []string{"in"})
+	brokers := c.ListenAddrs()
+	produce(t, brokers, "in", events(1, 100, 5, time.Millisecond))
+	if err := c.DeleteRecords("in", 0, 50); err != nil {
+		t.Fatal(err)
+	}
+	s := Source(eventSource(brokers, false))().(*source[event])
+	if err := s.Open(0, 1, encodePosition([]partPos{{"in", 0, 10, noStop}})); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	buf := make([]event, 16)
+	var err error
+	waitFor(t, 30*time.Second, "a read error", func() bool {
+		var n int
+		n, err = s.Read(buf)
+		if n > 0 {
+			t.Fatalf("read %d records from a deleted offset: %v", n, buf[:n])
+		}
+		return err != nil
+	})
+	if !errors.Is(err, kerr.OffsetOutOfRange) {
+		t.Fatalf("read at a deleted offset: %v, want OFFSET_OUT_OF_RANGE", err)
+	}
 }
