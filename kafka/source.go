@@ -44,13 +44,15 @@ type SourceConfig[T any] struct {
 	// Start says where to start in each partition when the job starts
 	// without a checkpoint; StartEarliest by default. It is resolved to
 	// offsets when the subtask opens, and those offsets are what the
-	// first checkpoint keeps.
+	// first checkpoint keeps (a job that restarts before its first
+	// checkpoint resolves them again).
 	Start StartOffset
 	// Bounded makes the source stop, with the end of its input, at the
 	// end offsets its partitions had when the job first opened (their
 	// last stable offsets): the job then ends once every record before
 	// them is processed. The end offsets are kept in the checkpoints, so
-	// a restored job stops where the first run would have.
+	// a restored job stops where the first run would have (a job that
+	// restarts before its first checkpoint lists them again).
 	Bounded bool
 	// ReadUncommitted reads records of open and aborted transactions too;
 	// by default the source reads committed records only (isolation
@@ -266,15 +268,15 @@ func (s *source[T]) partitions(ctx context.Context) ([]partPos, error) {
 	}
 	var all []partPos
 	for _, t := range resp.Topics {
-		name := kmsg.StringPtr("")
+		name := ""
 		if t.Topic != nil {
-			name = t.Topic
+			name = *t.Topic
 		}
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			return nil, fmt.Errorf("kafka source: topic %q: %w", *name, err)
+			return nil, fmt.Errorf("kafka source: topic %q: %w", name, err)
 		}
 		for _, p := range t.Partitions {
-			all = append(all, partPos{topic: *name, part: p.Partition})
+			all = append(all, partPos{topic: name, part: p.Partition})
 		}
 	}
 	return all, nil
