@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -319,4 +320,43 @@ func TestSinkDeliveryWithoutTransactions(t *testing.T) {
 	}
 	got := slices.Compact(readTopic(t, brokers, "out-alo", true))
 	diff(t, got, want)
+}
+
+// TestSinkCommitsAtCheckpoint runs a job whose periodic checkpoints are an
+// hour apart: what the sink wrote stays invisible to read_committed
+// consumers until a checkpoint (a savepoint) completes, and then becomes
+// visible whole.
+func TestSinkCommitsAtCheckpoint(t *testing.T) {
+	c := newCluster(t, 2, []string{"in", "out"})
+	brokers := c.ListenAddrs()
+	evs := events(2, 100, 10, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	dir := t.TempDir()
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t),
+		Checkpoint: ringflow.CheckpointConfig{Interval: time.Hour, StateDir: filepath.Join(dir, "state"),
+			SavepointDir: filepath.Join(dir, "savepoints")}})
+	ringflow.TxnSink(ringflow.Source(job, "in", Source(eventSource(brokers, false))), "out", Sink(SinkConfig[event]{
+		Brokers: brokers, Topic: "out", Logger: testLogger(t),
+		Encode: func(e event) (*kgo.Record, error) { return &kgo.Record{Value: []byte(e.String())}, nil },
+	}))
+	done := runAsync(job)
+	waitFor(t, 30*time.Second, "the records written, uncommitted", func() bool {
+		return len(readTopic(t, brokers, "out", false)) == len(evs)
+	})
+	if got := readTopic(t, brokers, "out", true); len(got) != 0 {
+		t.Fatalf("read_committed sees %d records before any checkpoint completed", len(got))
+	}
+	if _, err := job.Savepoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the records committed", func() bool {
+		return len(readTopic(t, brokers, "out", true)) == len(evs)
+	})
+	if err := job.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), eventLines(evs))
 }

@@ -434,3 +434,39 @@ func TestSourceLostOffset(t *testing.T) {
 		t.Fatalf("read at a deleted offset: %v, want OFFSET_OUT_OF_RANGE", err)
 	}
 }
+
+// TestSourceReadAllocs checks that handing fetched records over allocates
+// nothing per record (Decode's own allocations aside).
+func TestSourceReadAllocs(t *testing.T) {
+	s := &source[int64]{cfg: SourceConfig[int64]{Decode: func(r *kgo.Record) (int64, error) { return r.Offset, nil }}}
+	p := &partState{partPos: partPos{"in", 0, 0, noStop}, maxTs: ringflow.MinWatermark}
+	s.parts, s.batches = []*partState{p}, make(chan fetched, 1)
+	records, recs := make([]kgo.Record, 256), make([]*kgo.Record, 256)
+	for i := range recs {
+		recs[i] = &records[i]
+	}
+	buf := make([]int64, 64)
+	var next int64
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := range records {
+			records[i].Offset = next + int64(i)
+		}
+		next += int64(len(recs))
+		s.batches <- fetched{part: p, recs: recs}
+		for {
+			n, err := s.Read(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("%.1f allocations per batch of %d records handed over", allocs, len(recs))
+	}
+	if p.next != next {
+		t.Fatalf("next offset %d after %d records", p.next, next)
+	}
+}
