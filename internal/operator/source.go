@@ -59,8 +59,8 @@ type WatermarkStrategy[T any] struct {
 // EventTimeSource is implemented by a source that stamps its records with
 // event time and computes its watermark itself, from what it knows and
 // the runtime does not: which split (a Kafka partition, a file) each
-// record came from. A runner made with NewSourceRunner and a nil strategy
-// but stamped set uses it instead of a WatermarkStrategy.
+// record came from. A runner made with NewStampedSourceRunner uses it
+// instead of a WatermarkStrategy.
 type EventTimeSource interface {
 	// Timestamps fills ts, of the length Read just returned, with the
 	// event times of the records that Read returned, in order.
