@@ -120,10 +120,10 @@ func (c *SinkConfig[T]) check() error {
 
 func (c SinkConfig[T]) withDefaults() SinkConfig[T] {
 	if c.PoolSize <= 0 {
-		c.PoolSize = 5
+		c.PoolSize = defaultPoolSize
 	}
 	if c.TransactionTimeout <= 0 {
-		c.TransactionTimeout = 15 * time.Minute
+		c.TransactionTimeout = defaultTransactionTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -157,7 +157,7 @@ func Sink[T any](cfg SinkConfig[T]) func() ringflow.TwoPhaseSink[T] {
 	return func() ringflow.TwoPhaseSink[T] { return &sink[T]{cfg: cfg} }
 }
 
-var _ func(SinkConfig[int]) func() ringflow.TwoPhaseSink[int] = Sink[int]
+var _ ringflow.TwoPhaseSink[int] = (*sink[int])(nil)
 
 // ErrPoolExhausted says that every transactional id of a subtask holds a
 // transaction not yet committed, so the subtask cannot begin another.
@@ -457,11 +457,6 @@ func (s *sink[T]) Commit(ctx context.Context, txn []byte) error {
 	}
 	return s.commitRestored(ctx, h)
 }
-
-// closeAbortTimeout bounds how long Close tries to abort the open
-// transaction; a transaction it leaves open is fenced by the next Recover
-// or aborted at its timeout.
-const closeAbortTimeout = 5 * time.Second
 
 // Close aborts the open transaction, which no checkpoint holds, so that
 // it does not hold back read_committed consumers; pre-committed

@@ -112,10 +112,10 @@ func (c *SourceConfig[T]) check() error {
 
 func (c SourceConfig[T]) withDefaults() SourceConfig[T] {
 	if c.Buffer <= 0 {
-		c.Buffer = 16
+		c.Buffer = defaultBuffer
 	}
 	if c.OpenTimeout <= 0 {
-		c.OpenTimeout = 30 * time.Second
+		c.OpenTimeout = defaultOpenTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -134,12 +134,11 @@ func Source[T any](cfg SourceConfig[T]) ringflow.NewSource[T] {
 }
 
 var (
-	_ ringflow.SourceFunc[int]                        = (*source[int])(nil)
-	_ ringflow.SplitSource                            = (*source[int])(nil)
-	_ ringflow.CheckpointPositioner                   = (*source[int])(nil)
-	_ ringflow.CheckpointListener                     = (*source[int])(nil)
-	_ ringflow.EventTimeSource                        = (*source[int])(nil)
-	_ func(SourceConfig[int]) ringflow.NewSource[int] = Source[int]
+	_ ringflow.SourceFunc[int]      = (*source[int])(nil)
+	_ ringflow.SplitSource          = (*source[int])(nil)
+	_ ringflow.CheckpointPositioner = (*source[int])(nil)
+	_ ringflow.CheckpointListener   = (*source[int])(nil)
+	_ ringflow.EventTimeSource      = (*source[int])(nil)
 )
 
 // partState is a partition as the worker thread sees it.
@@ -511,7 +510,6 @@ func (s *source[T]) Position() []byte { return encodePosition(s.positions()) }
 func (s *source[T]) PositionFor(id uint64) []byte {
 	ps := s.positions()
 	if s.cfg.Group != "" {
-		const marksMax = 64 // checkpoints that never complete are forgotten
 		if len(s.marks) == marksMax {
 			s.marks = s.marks[1:]
 		}

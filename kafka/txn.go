@@ -112,7 +112,7 @@ func retriableTxn(err error) bool {
 // retryTxn calls f until it returns an error that does not pass by itself
 // (or nil), or ctx is done, backing off between tries.
 func retryTxn(ctx context.Context, f func() error) error {
-	backoff := 10 * time.Millisecond
+	backoff := txnRetryMin
 	for {
 		err := f()
 		if !retriableTxn(err) {
@@ -123,7 +123,7 @@ func retryTxn(ctx context.Context, f func() error) error {
 			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, txnRetryMax)
 	}
 }
 
