@@ -95,7 +95,8 @@ func windowJob(o windowJobOpts) *ringflow.Job {
 
 // TestEndToEndExactlyOnce runs Kafka → key by → event-time window → Kafka
 // while failures strike at seeded random points: panics at random events,
-// a commit the transaction coordinator fails, a produce the broker fails.
+// a commit the transaction coordinator fails, a produce and a fetch the
+// broker fails, a coordinator still loading.
 // The job restarts from its checkpoints each time, and a read_committed
 // consumer of the output sees exactly the windows an uninterrupted run
 // computes, each once.
@@ -110,10 +111,13 @@ func TestEndToEndExactlyOnce(t *testing.T) {
 	evs := events(4, n, 40, time.Millisecond)
 	produce(t, brokers, "in", evs)
 	fail := newFailer(rng, panics, int64(len(evs)))
-	endTxnAt, produceAt := 1+rng.IntN(8), 1+rng.IntN(20)
-	t.Logf("panics at events %v; EndTxn %d and produce %d to out fail", fail.at, endTxnAt, produceAt)
+	endTxnAt, produceAt, fetchAt, initAt := 1+rng.IntN(8), 1+rng.IntN(20), 1+rng.IntN(20), 1+rng.IntN(10)
+	t.Logf("panics at events %v; EndTxn %d, produce %d to out, fetch %d of in and InitProducerID %d fail",
+		fail.at, endTxnAt, produceAt, fetchAt, initAt)
 	c.Fault(nthFault(kmsg.EndTxn, "", endTxnAt, kerr.UnknownServerError),
-		nthFault(kmsg.Produce, "out", produceAt, kerr.InvalidRecord))
+		nthFault(kmsg.Produce, "out", produceAt, kerr.InvalidRecord),
+		nthFault(kmsg.Fetch, "in", fetchAt, kerr.UnknownServerError),
+		nthFault(kmsg.InitProducerID, "", initAt, kerr.CoordinatorLoadInProgress))
 
 	job := windowJob(windowJobOpts{brokers: brokers, stateDir: filepath.Join(t.TempDir(), "state"),
 		check: func() {
