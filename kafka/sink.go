@@ -336,6 +336,9 @@ func (s *sink[T]) Write(rec T) error {
 	if err != nil {
 		return fmt.Errorf("kafka sink: encode a %T: %w", rec, err)
 	}
+	if r == nil {
+		return fmt.Errorf("kafka sink: Encode made no record of a %T", rec)
+	}
 	if r.Topic == "" {
 		if r.Topic = s.cfg.Topic; r.Topic == "" {
 			return errors.New("kafka sink: a record has no topic, and the config names none")

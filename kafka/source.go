@@ -76,7 +76,9 @@ type SourceConfig[T any] struct {
 	OutOfOrderness time.Duration
 	// IdleTimeout marks a partition idle when it has had no record for
 	// this long, so that it no longer holds back the watermark; 0 never
-	// does. A subtask that owns no partition is always idle.
+	// does, and then a partition that gets no record (an empty one, of an
+	// unbounded source) holds the watermark at its start. A subtask that
+	// owns no partition is always idle.
 	IdleTimeout time.Duration
 
 	// Buffer is how many fetched batches a subtask keeps ahead of the
