@@ -135,6 +135,11 @@
 // the old subtasks j ≡ i (mod parallelism) it took over, which the
 // handles' layout names.
 //
+// A bounded job's last transactions are committed when its final
+// checkpoint completes; if a failure or a kill comes between the two, the
+// next attempt or run on the state directory recovers the sink alone from
+// that checkpoint, which commits them, before it reports the job finished.
+//
 // Without checkpoints, an exactly-once sink's one transaction would last
 // the whole run, so the default there is AtLeastOnce: records go out as
 // they come, and each checkpoint (or the end of input) waits until the

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -242,4 +243,34 @@ func TestKillAndResume(t *testing.T) {
 	}
 	diff(t, readTopic(t, brokers, "out", true), windowOracle(evs))
 	assertNoOpenTxn(t, cl, "out")
+}
+
+// TestFinalCommitOnRerun fails every commit once the job has seen all its
+// input, so that the run fails at (or just before) its final checkpoint's
+// commits; a second run on the state directory commits what the
+// checkpoint left pre-committed (or finishes the job), and the committed
+// output is exactly the oracle's.
+func TestFinalCommitOnRerun(t *testing.T) {
+	c := newCluster(t, 4, []string{"in", "out"})
+	brokers := c.ListenAddrs()
+	evs := events(4, 300, 40, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	var seen atomic.Int64
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: -1,
+		When: func(kmsg.Request) bool { return seen.Load() >= int64(len(evs)) }})
+	state := filepath.Join(t.TempDir(), "state")
+	job := windowJob(windowJobOpts{brokers: brokers, stateDir: state, check: func() { seen.Add(1) }, logger: testLogger(t)})
+	err := job.Run(context.Background())
+	t.Logf("first run: %v (%d checkpoints)", err, job.Metrics().CheckpointsCompleted)
+	if err == nil {
+		t.Fatal("the first run committed although every commit after its input failed")
+	}
+	h.Remove()
+	job = windowJob(windowJobOpts{brokers: brokers, stateDir: state, check: func() {}, logger: testLogger(t)})
+	if err := job.Run(context.Background()); err != nil && !errors.Is(err, ringflow.ErrFinished) {
+		t.Fatal(err)
+	} else {
+		t.Logf("second run: %v", err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), windowOracle(evs))
 }
