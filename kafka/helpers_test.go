@@ -20,7 +20,7 @@ import (
 
 var (
 	seeds  = testseed.Flag("seed", "KAFKA_SEED")
-	stress = flag.Bool("kafka.stress", false, "run the bigger stress variants of the randomised tests")
+	stress = flag.Bool("stress", false, "run the end-to-end and SIGKILL tests with more records, failures and kills")
 )
 
 // newCluster starts a one-broker kfake cluster with the given topics of
