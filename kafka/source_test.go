@@ -470,3 +470,55 @@ func TestSourceReadAllocs(t *testing.T) {
 		t.Fatalf("next offset %d after %d records", p.next, next)
 	}
 }
+
+// TestSourceStartLatest checks that a fresh source with StartLatest reads
+// only what is produced after it opens.
+func TestSourceStartLatest(t *testing.T) {
+	c := newCluster(t, 2, []string{"in"})
+	brokers := c.ListenAddrs()
+	evs := events(2, 100, 5, time.Millisecond)
+	var before, after []event
+	for _, e := range evs {
+		if e.Seq < 50 {
+			before = append(before, e)
+		} else {
+			after = append(after, e)
+		}
+	}
+	produce(t, brokers, "in", before)
+	job := ringflow.NewJob(ringflow.Config{Workers: 2, Parallelism: 2, Logger: testLogger(t)})
+	cfg := eventSource(brokers, false)
+	cfg.Start = StartLatest
+	var got atomicLines
+	opened := make(chan struct{}, 2)
+	ringflow.Sink(ringflow.Source(job, "in", func() ringflow.SourceFunc[event] {
+		return &openSignal[event]{SourceFunc: Source(cfg)(), opened: opened}
+	}), "collect", func(_ context.Context, e event) error {
+		got.add(e.String())
+		return nil
+	})
+	done := runAsync(job)
+	<-opened
+	<-opened
+	produce(t, brokers, "in", after)
+	waitFor(t, 30*time.Second, "the records produced after the open", func() bool { return len(got.sorted()) >= len(after) })
+	if err := job.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	diff(t, got.sorted(), eventLines(after))
+}
+
+// openSignal is a source that says when it has opened.
+type openSignal[T any] struct {
+	ringflow.SourceFunc[T]
+	opened chan<- struct{}
+}
+
+func (s *openSignal[T]) Open(subtask, parallelism int, pos []byte) error {
+	err := s.SourceFunc.Open(subtask, parallelism, pos)
+	s.opened <- struct{}{}
+	return err
+}
