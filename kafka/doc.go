@@ -63,7 +63,10 @@
 // stable offsets) its partitions had when the job first started; they are
 // kept in the position, so a restored job stops where the first run would
 // have, and the job ends when every subtask has read its partitions to
-// their end.
+// their end. A partition is at its end when the source has seen a record
+// or transaction marker at or past the offset before its bound: on a
+// compacted topic whose last records before the bound were compacted
+// away, that waits for a record after them.
 //
 // With SourceConfig.Group, the offsets of each completed checkpoint are
 // committed to that consumer group (as a client outside the group,

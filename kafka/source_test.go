@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
@@ -521,4 +522,31 @@ func (s *openSignal[T]) Open(subtask, parallelism int, pos []byte) error {
 	err := s.SourceFunc.Open(subtask, parallelism, pos)
 	s.opened <- struct{}{}
 	return err
+}
+
+// TestSourceBoundAcrossGap checks that a bounded source hands over no
+// record at or past its bound when a gap in the offsets (compaction,
+// aborted records) skips the offset just before it.
+func TestSourceBoundAcrossGap(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s := &source[int64]{cl: cl, cfg: SourceConfig[int64]{Bounded: true,
+		Decode: func(r *kgo.Record) (int64, error) { return r.Offset, nil }}}
+	p := &partState{partPos: partPos{"in", 0, 3, 10}, maxTs: ringflow.MinWatermark}
+	s.parts, s.batches = []*partState{p}, make(chan fetched, 1)
+	s.batches <- fetched{part: p, recs: []*kgo.Record{{Offset: 3}, {Offset: 7}, {Offset: 12}, {Offset: 13}}}
+	buf := make([]int64, 8)
+	n, err := s.Read(buf)
+	if err != nil || !slices.Equal(buf[:n], []int64{3, 7}) {
+		t.Fatalf("read %v, %v; want offsets 3 and 7", buf[:n], err)
+	}
+	if !p.done() || p.next != 10 {
+		t.Fatalf("partition at %d of bound %d, done %v; want done at the bound", p.next, p.stop, p.done())
+	}
+	if n, err := s.Read(buf); n != 0 || err != io.EOF {
+		t.Fatalf("read past the bound: %d, %v; want io.EOF", n, err)
+	}
 }
