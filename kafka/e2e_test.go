@@ -94,6 +94,21 @@ func windowJob(o windowJobOpts) *ringflow.Job {
 	return job
 }
 
+// TestEndToEndUninterrupted checks the oracle against the job run
+// without failures: the other end-to-end tests compare with the oracle.
+func TestEndToEndUninterrupted(t *testing.T) {
+	c := newCluster(t, 4, []string{"in", "out"})
+	brokers := c.ListenAddrs()
+	evs := events(4, 500, 40, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	job := windowJob(windowJobOpts{brokers: brokers, stateDir: filepath.Join(t.TempDir(), "state"),
+		check: func() {}, logger: testLogger(t)})
+	if err := job.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, readTopic(t, brokers, "out", true), windowOracle(evs))
+}
+
 // TestEndToEndExactlyOnce runs Kafka → key by → event-time window → Kafka
 // while failures strike at seeded random points: panics at random events,
 // a commit the transaction coordinator fails, a produce and a fetch the
