@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
 		os.Exit(killChild(dir, os.Getenv(killChildEnv+"_DB")))
 	}
+	if dir := os.Getenv(kafkaChildEnv); dir != "" {
+		os.Exit(kafkaChild(dir, os.Getenv(kafkaChildEnv+"_DB"), os.Getenv(kafkaChildEnv+"_BROKERS")))
+	}
 	os.Exit(pgtest.Main(m, pgtest.Options{}))
 }
 
