@@ -57,9 +57,7 @@ func TestKillAndResume(t *testing.T) {
 		t.Skip("runs child processes for a few seconds")
 	}
 	// NB: the kills come sooner than the job's end (at most kills × 550
-	// ms of running at killRate): a kill after the final checkpoint but
-	// before its commits would leave the restarted job finished with
-	// those transactions prepared, as a failed final commit does.
+	// ms of running at killRate), so that each lands mid-run.
 	records, kills := uint64(100_000), 4
 	if *stress {
 		records, kills = 400_000, 15
