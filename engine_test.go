@@ -166,8 +166,9 @@ func TestStatelessOperators(t *testing.T) {
 }
 
 // TestStatelessPointerAndBatchForms runs MapPtr, MapBatches, FilterPtr and
-// FlatMapPtr, with event time, against the by-value forms' results: the
-// same records, each with its timestamp (the sink formats both).
+// FlatMapPtr, with event time stamped by a WatermarkStrategy's
+// TimestampPtr, against the by-value forms' results: the same records,
+// each with its timestamp (the sink formats both).
 func TestStatelessPointerAndBatchForms(t *testing.T) {
 	evs := makeEvents(seeds.Seed(t), 20_000, 100, 20)
 	var want []string
@@ -186,7 +187,8 @@ func TestStatelessPointerAndBatchForms(t *testing.T) {
 	want = sortedCopy(want)
 	forShapes(t, func(t *testing.T, cfg ringflow.Config) {
 		job := ringflow.NewJob(cfg)
-		s := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), eventTime())
+		s := ringflow.SourceWithEventTime(job, "src", ringflow.FromSlice(evs), ringflow.WatermarkStrategy[event]{
+			TimestampPtr: func(e *event) int64 { return e.TS }, OutOfOrderness: 50 * time.Millisecond})
 		s = ringflow.MapPtr(s, "double", func(e *event) event { o := *e; o.Value *= 2; return o })
 		s = ringflow.Rebalance(ringflow.FilterPtr(s, "keep", func(e *event) bool { return e.Value%3 != 0 }))
 		s = ringflow.FlatMapPtr(s, "explode", func(e *event, out *ringflow.Collector[event]) {

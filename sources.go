@@ -127,8 +127,12 @@ type EventTimeSource interface {
 // at a cost in throughput.
 type WatermarkStrategy[T any] struct {
 	// Timestamp extracts a record's event time, in epoch milliseconds.
-	// It is required.
+	// It or TimestampPtr is required.
 	Timestamp func(T) int64
+	// TimestampPtr is Timestamp given a pointer to the record instead of
+	// a copy (see MapPtr), for records of more than a few words; it is
+	// used when set. The pointer is valid only during the call.
+	TimestampPtr func(*T) int64
 	// OutOfOrderness bounds how far behind the newest timestamp seen a
 	// record may be: the watermark is the newest timestamp less the
 	// bound, less 1 ms. Records older than the watermark are late.

@@ -108,7 +108,7 @@ func Source[T any](j *Job, name string, newSrc NewSource[T], opts ...Option) Str
 // SourceWithEventTime adds a source whose records carry event time, with
 // watermarks as ws says.
 func SourceWithEventTime[T any](j *Job, name string, newSrc NewSource[T], ws WatermarkStrategy[T], opts ...Option) Stream[T] {
-	if ws.Timestamp == nil {
+	if ws.Timestamp == nil && ws.TimestampPtr == nil {
 		j.graphErrorf(ErrBadArgument, name, "source %q: watermark strategy without a Timestamp function", name)
 	}
 	return sourceNode(j, name, newSrc, &ws, opts)

@@ -47,6 +47,9 @@ type Pacer interface {
 type WatermarkStrategy[T any] struct {
 	// Timestamp extracts a record's event time, in epoch milliseconds.
 	Timestamp func(T) int64
+	// TimestampPtr is Timestamp given a pointer to the record; it is used
+	// instead when set.
+	TimestampPtr func(*T) int64
 	// OutOfOrderness bounds how far behind the newest timestamp seen a
 	// record may be: the watermark is max timestamp - bound - 1 ms.
 	OutOfOrderness time.Duration
@@ -178,10 +181,18 @@ func (s *SourceRunner[T]) push(recs []T) {
 		return
 	}
 	ts := s.ts[:len(recs)]
-	for i := range recs {
-		t := s.ev.Timestamp(recs[i])
-		ts[i] = t
-		s.maxTs = max(s.maxTs, t)
+	if at := s.ev.TimestampPtr; at != nil {
+		for i := range recs {
+			t := at(&recs[i])
+			ts[i] = t
+			s.maxTs = max(s.maxTs, t)
+		}
+	} else {
+		for i := range recs {
+			t := s.ev.Timestamp(recs[i])
+			ts[i] = t
+			s.maxTs = max(s.maxTs, t)
+		}
 	}
 	s.next.Push(recs, ts)
 }

@@ -25,10 +25,12 @@ func Source(cfg nexmark.Config) ringflow.NewSource[nexmark.Event] {
 // Watermarks is the watermark strategy of the queries' sources: event time
 // is the event's DateTime, watermarks trail the newest by OutOfOrderness.
 func Watermarks() ringflow.WatermarkStrategy[nexmark.Event] {
-	return ringflow.WatermarkStrategy[nexmark.Event]{Timestamp: eventTime, OutOfOrderness: OutOfOrderness}
+	return ringflow.WatermarkStrategy[nexmark.Event]{TimestampPtr: eventTime, OutOfOrderness: OutOfOrderness}
 }
 
-func eventTime(ev nexmark.Event) int64 { return ev.DateTime() }
+// eventTime takes the event by pointer: a copy of its ~400 bytes per call
+// was a tenth of q7's time.
+func eventTime(ev *nexmark.Event) int64 { return ev.DateTime() }
 
 // source is one subtask's generator.
 type source struct {
