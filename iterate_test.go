@@ -1,11 +1,14 @@
 package ringflow_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,11 +32,16 @@ const hopRounds = 8
 // record leaves after its last round, as "id visits", into a
 // transactional file sink: exactly once means every id once, with
 // hopRounds visits.
-func hopJob(dir string, n int, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64, slow bool) *ringflow.Job {
+func hopJob(dir string, n int, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64, slow bool,
+	events ...*ringflow.EventListener) *ringflow.Job {
 	ck := mode.ck
 	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
-	job := ringflow.NewJob(ringflow.Config{Logger: quietLogger(), Parallelism: 2, Workers: 2, BatchSize: 64, RingCapacity: 16 << 10,
-		FrameBytes: 1 << 10, Debloat: mode.debloat, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
+	cfg := ringflow.Config{Logger: quietLogger(), Parallelism: 2, Workers: 2, BatchSize: 64, RingCapacity: 16 << 10,
+		FrameBytes: 1 << 10, Debloat: mode.debloat, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}}
+	if len(events) > 0 {
+		cfg.Events = events[0]
+	}
+	job := ringflow.NewJob(cfg)
 	recs := make([]hop, n)
 	for i := range recs {
 		recs[i] = hop{ID: uint64(i)}
@@ -309,5 +317,99 @@ func TestIterateConnectedComponents(t *testing.T) {
 				restoredSome = true
 			}
 		})
+	}
+}
+
+// TestIterateEnds runs a bounded loop without failures: the job ends on
+// its own, after a final checkpoint that found the loop quiescent, with
+// every record out after its last round. Final checkpoints taken while
+// records still went round are kept as ordinary ones.
+func TestIterateEnds(t *testing.T) {
+	dir := t.TempDir()
+	var failures, seen, finals atomic.Int64
+	events := &ringflow.EventListener{CheckpointTriggered: func(info ringflow.CheckpointTriggeredInfo) {
+		if info.Final {
+			finals.Add(1)
+		}
+	}}
+	job := hopJob(dir, 5000, checkpointModes[0], nil, &failures, &seen, true, events)
+	run(t, job)
+	want := make([]string, 5000)
+	for i := range want {
+		want[i] = fmt.Sprintf("%d %d", i, hopRounds)
+	}
+	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+	cps := job.Checkpoints()
+	if len(cps) == 0 || !cps[len(cps)-1].Final {
+		t.Fatalf("the last of %d checkpoints is not final", len(cps))
+	}
+	last := cps[len(cps)-1]
+	for _, st := range last.Subtasks {
+		if st.LoopRecords != 0 {
+			t.Fatalf("final checkpoint %d: %s#%d logged %d records in transit", last.ID, st.Operator, st.Subtask, st.LoopRecords)
+		}
+	}
+	for _, cp := range cps[:len(cps)-1] {
+		if cp.Final {
+			t.Fatalf("checkpoint %d is final, but checkpoint %d follows", cp.ID, last.ID)
+		}
+	}
+	if got := seen.Load(); got != 5000*hopRounds {
+		t.Fatalf("the loop's body saw %d records, want %d", got, 5000*hopRounds)
+	}
+	t.Logf("%d checkpoints, %d of them triggered as final", len(cps), finals.Load())
+}
+
+// TestIterateGraph checks how an iteration shows in the job's graph, and
+// the errors of iterations that cannot run.
+func TestIterateGraph(t *testing.T) {
+	build := func(cfg ringflow.Config) *ringflow.Job {
+		cfg.Logger = quietLogger()
+		job := ringflow.NewJob(cfg)
+		src := ringflow.Source(job, "src", ringflow.FromSlice([]int{1, 2, 3}))
+		out := ringflow.Iterate(src, "loop", func(in ringflow.Stream[int]) (ringflow.Stream[int], ringflow.Stream[int]) {
+			next := ringflow.Map(in, "inc", func(x int) int { return x + 1 })
+			return ringflow.Filter(next, "again", func(x int) bool { return x < 10 }),
+				ringflow.Filter(next, "done", func(x int) bool { return x >= 10 })
+		})
+		ringflow.Sink(out, "sink", func(context.Context, int) error { return nil })
+		return job
+	}
+	dir := t.TempDir()
+	g := build(ringflow.Config{Checkpoint: checkpointed(dir, time.Millisecond)}).Graph()
+	var back []ringflow.GraphEdge
+	for _, e := range g.Edges {
+		if e.Back {
+			back = append(back, e)
+		}
+		if e.To == "loop" && e.Chained {
+			t.Errorf("edge %s -> loop is chained: a loop's head must start its task", e.From)
+		}
+	}
+	if len(back) != 1 || back[0].From != "loop.back" || back[0].To != "loop" || back[0].Partitioning != "back" {
+		t.Fatalf("back edges %+v, want one from loop.back to loop", back)
+	}
+
+	err := build(ringflow.Config{}).Run(context.Background())
+	var ce *ringflow.ConfigError
+	if !errors.As(err, &ce) || ce.Field != "Checkpoint.Interval" || !strings.Contains(err.Error(), `iteration "loop"`) {
+		t.Fatalf("without checkpoints: %v, want a ConfigError on Checkpoint.Interval naming the iteration", err)
+	}
+	cfg := ringflow.Config{Checkpoint: checkpointed(t.TempDir(), time.Millisecond)}
+	cfg.Checkpoint.Mode = ringflow.AtLeastOnce
+	err = build(cfg).Run(context.Background())
+	if !errors.As(err, &ce) || ce.Field != "Checkpoint.Mode" {
+		t.Fatalf("at least once: %v, want a ConfigError on Checkpoint.Mode", err)
+	}
+
+	job := ringflow.NewJob(ringflow.Config{Logger: quietLogger(), Checkpoint: checkpointed(t.TempDir(), time.Millisecond)})
+	src := ringflow.Source(job, "src", ringflow.FromSlice([]int{1}))
+	out := ringflow.Iterate(src, "loop", func(in ringflow.Stream[int]) (ringflow.Stream[int], ringflow.Stream[int]) {
+		return ringflow.Stream[int]{}, in
+	})
+	ringflow.Sink(out, "sink", func(context.Context, int) error { return nil })
+	err = job.Run(context.Background())
+	if !errors.Is(err, ringflow.ErrBadArgument) || !strings.Contains(err.Error(), "no stream to feed back") {
+		t.Fatalf("no back stream: %v, want ErrBadArgument saying so", err)
 	}
 }
