@@ -34,6 +34,13 @@ const hopRounds = 8
 // hopRounds visits.
 func hopJob(dir string, n int, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64, slow bool,
 	events ...*ringflow.EventListener) *ringflow.Job {
+	return hopJobPaced(dir, n, 0, mode, failAt, failures, seen, slow, events...)
+}
+
+// hopJobPaced is hopJob with a source of rate records a second (0: as fast
+// as the loop takes them).
+func hopJobPaced(dir string, n int, rate float64, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64, slow bool,
+	events ...*ringflow.EventListener) *ringflow.Job {
 	ck := mode.ck
 	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	cfg := ringflow.Config{Logger: quietLogger(), Parallelism: 2, Workers: 2, BatchSize: 64, RingCapacity: 16 << 10,
@@ -42,11 +49,8 @@ func hopJob(dir string, n int, mode checkpointMode, failAt []int64, failures, se
 		cfg.Events = events[0]
 	}
 	job := ringflow.NewJob(cfg)
-	recs := make([]hop, n)
-	for i := range recs {
-		recs[i] = hop{ID: uint64(i)}
-	}
-	src := ringflow.Source(job, "src", ringflow.FromSlice(recs))
+	src := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) hop { return hop{ID: i} },
+		ringflow.GenOptions{Count: uint64(n), Rate: rate}))
 	out := ringflow.Iterate(src, "loop", func(in ringflow.Stream[hop]) (ringflow.Stream[hop], ringflow.Stream[string]) {
 		if slow {
 			in = ringflow.Map(in, "slow", func(h hop) hop { spin(2 * time.Microsecond); return h })
@@ -411,5 +415,42 @@ func TestIterateGraph(t *testing.T) {
 	err = job.Run(context.Background())
 	if !errors.Is(err, ringflow.ErrBadArgument) || !strings.Contains(err.Error(), "no stream to feed back") {
 		t.Fatalf("no back stream: %v, want ErrBadArgument saying so", err)
+	}
+}
+
+const loopKillRecords = 100_000
+
+// killLoopJob is the job TestKillLoopAndResume runs in a child process:
+// the counting loop over a paced source, checkpointed every 10 ms.
+func killLoopJob(dir, mode string) *ringflow.Job {
+	var m checkpointMode
+	for _, cm := range checkpointModes {
+		if cm.name == mode {
+			m = cm
+		}
+	}
+	var failures, seen atomic.Int64
+	job := hopJobPaced(dir, loopKillRecords, 100_000, m, nil, &failures, &seen, true)
+	return job
+}
+
+// TestKillLoopAndResume runs the counting loop in a child process, kills
+// it with SIGKILL at random moments several times, then lets it run to the
+// end: every record must have left the loop exactly once, counted
+// hopRounds times.
+func TestKillLoopAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	seed := seeds.Seed(t)
+	for i, m := range checkpointModes[:3] {
+		t.Run(m.name, func(t *testing.T) {
+			dir := killAndResumeChild(t, "loop/"+m.name, seed+uint64(i))
+			want := make([]string, loopKillRecords)
+			for i := range want {
+				want[i] = fmt.Sprintf("%d %d", i, hopRounds)
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+		})
 	}
 }
