@@ -33,24 +33,24 @@ const hopRounds = 8
 // transactional file sink: exactly once means every id once, with
 // hopRounds visits.
 func hopJob(dir string, n int, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64, slow bool,
-	events ...*ringflow.EventListener) *ringflow.Job {
-	return hopJobPaced(dir, n, 0, mode, failAt, failures, seen, slow, events...)
+	tweaks ...func(*ringflow.Config)) *ringflow.Job {
+	return hopJobPaced(dir, n, 0, mode, failAt, failures, seen, slow, tweaks...)
 }
 
 // hopJobPaced is hopJob with a source of rate records a second (0: as fast
 // as the loop takes them).
 func hopJobPaced(dir string, n int, rate float64, mode checkpointMode, failAt []int64, failures, seen *atomic.Int64, slow bool,
-	events ...*ringflow.EventListener) *ringflow.Job {
+	tweaks ...func(*ringflow.Config)) *ringflow.Job {
 	ck := mode.ck
 	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
 	cfg := ringflow.Config{Logger: quietLogger(), Parallelism: 2, Workers: 2, BatchSize: 64, RingCapacity: 16 << 10,
 		FrameBytes: 1 << 10, Debloat: mode.debloat, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}}
-	if len(events) > 0 {
-		cfg.Events = events[0]
+	for _, tweak := range tweaks {
+		tweak(&cfg)
 	}
 	job := ringflow.NewJob(cfg)
 	src := ringflow.Source(job, "src", ringflow.Generate(func(i uint64) hop { return hop{ID: i} },
-		ringflow.GenOptions{Count: uint64(n), Rate: rate}))
+		ringflow.GenOptions{Count: uint64(n), Rate: rate}), ringflow.Parallelism(2)) // NB: Generate cannot rescale
 	out := ringflow.Iterate(src, "loop", func(in ringflow.Stream[hop]) (ringflow.Stream[hop], ringflow.Stream[string]) {
 		if slow {
 			in = ringflow.Map(in, "slow", func(h hop) hop { spin(2 * time.Microsecond); return h })
@@ -336,7 +336,7 @@ func TestIterateEnds(t *testing.T) {
 			finals.Add(1)
 		}
 	}}
-	job := hopJob(dir, 5000, checkpointModes[0], nil, &failures, &seen, true, events)
+	job := hopJob(dir, 5000, checkpointModes[0], nil, &failures, &seen, true, func(c *ringflow.Config) { c.Events = events })
 	run(t, job)
 	want := make([]string, 5000)
 	for i := range want {
@@ -451,6 +451,53 @@ func TestKillLoopAndResume(t *testing.T) {
 				want[i] = fmt.Sprintf("%d %d", i, hopRounds)
 			}
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+		})
+	}
+}
+
+// TestIterateSavepointRescale stops the counting loop with a savepoint
+// while records go round, and resumes it from the savepoint at another
+// parallelism: the heads' logs are shared out among the new heads, and
+// every record still leaves exactly once, counted hopRounds times. With
+// -loop.noreplay it fails.
+func TestIterateSavepointRescale(t *testing.T) {
+	ringflow.LoopReplayOff()
+	const n = 60_000
+	for _, mode := range checkpointModes[:2] {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			spDir := filepath.Join(dir, "savepoints")
+			var failures, seen atomic.Int64
+			job := hopJobPaced(dir, n, 60_000, mode, nil, &failures, &seen, true,
+				func(c *ringflow.Config) { c.Checkpoint.SavepointDir = spDir })
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			ran := make(chan error, 1)
+			go func() { ran <- job.Run(ctx) }()
+			time.Sleep(300 * time.Millisecond)
+			sp, err := job.StopWithSavepoint(ctx)
+			if err != nil {
+				t.Fatalf("StopWithSavepoint: %v", err)
+			}
+			if err := <-ran; err != nil {
+				t.Fatalf("Run after StopWithSavepoint: %v", err)
+			}
+			stopped := seen.Load()
+			resumed := hopJobPaced(dir, n, 0, mode, nil, &failures, &seen, true, func(c *ringflow.Config) {
+				c.Parallelism = 3
+				c.RestoreFrom = sp
+				c.Checkpoint.StateDir = filepath.Join(dir, "state2")
+			})
+			run(t, resumed)
+			want := make([]string, n)
+			for i := range want {
+				want[i] = fmt.Sprintf("%d %d", i, hopRounds)
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+			if stopped == 0 || stopped >= n*hopRounds {
+				t.Fatalf("the loop handled %d records before the savepoint: it should stop part-way", stopped)
+			}
+			t.Logf("stopped after %d of %d records went round; savepoint %s", stopped, n*hopRounds, sp)
 		})
 	}
 }
