@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ringflow/ringflow/internal/invariants"
 )
 
 // An iteration's back edge, and how its checkpoints log it.
@@ -267,6 +269,9 @@ func (h *LoopHead[T]) Pump(room func() bool) int {
 			}
 			h.log(k, e)
 			h.backlog -= len(e.recs)
+			if invariants.Enabled && h.backlog < 0 {
+				panic(invariants.Failf("loop %s#%d: %d fed-back records waiting", h.ctx.Operator, h.ctx.Subtask, h.backlog))
+			}
 			h.down.Push(e.recs, e.ts)
 			fed += len(e.recs)
 		}
@@ -302,6 +307,8 @@ func (h *LoopHead[T]) appendEntry(buf []byte, e loopEntry[T]) []byte {
 // on the logs it completes.
 func (h *LoopHead[T]) marker(k int, id uint64) {
 	for _, l := range slices.Clone(h.logs) {
+		invariants.Check(l.id != id || l.open[k], "loop %s#%d: a second marker of checkpoint %d from tail %d",
+			h.ctx.Operator, h.ctx.Subtask, id, k)
 		if l.id <= id && l.open[k] {
 			l.open[k] = false
 			l.opened--
@@ -351,19 +358,28 @@ func (h *LoopHead[T]) SnapshotState(id uint64) (StateSnapshot, error) {
 		l.n += len(e.recs)
 	}
 	h.logs = append(h.logs, l)
-	return &loopSnapshot{log: l}, nil
+	return &loopSnapshot[T]{log: l, decode: h.decodeLog}, nil
 }
 
 // loopSnapshot writes a head's log once the head has handed it on.
-type loopSnapshot struct{ log *loopLog }
-
-func (s *loopSnapshot) WriteTo(w StateWriter) error {
-	// NB: the log is complete: the head appends nothing more to it.
-	blob := binary.AppendUvarint(nil, uint64(s.log.n))
-	return w.PutSubtask(loopLogState, append(blob, s.log.buf...))
+type loopSnapshot[T any] struct {
+	log    *loopLog
+	decode func([]byte) (loopEntry[T], error) // the head's, to check what is written
 }
 
-func (s *loopSnapshot) Release() {}
+func (s *loopSnapshot[T]) WriteTo(w StateWriter) error {
+	// NB: the log is complete: the head appends nothing more to it.
+	blob := binary.AppendUvarint(nil, uint64(s.log.n))
+	blob = append(blob, s.log.buf...)
+	if invariants.Enabled {
+		e, err := s.decode(blob)
+		invariants.Check(err == nil && len(e.recs) == s.log.n, "loop log of checkpoint %d: %d records written, %d read back (%v)",
+			s.log.id, s.log.n, len(e.recs), err)
+	}
+	return w.PutSubtask(loopLogState, blob)
+}
+
+func (s *loopSnapshot[T]) Release() {}
 
 // RestoreState implements Checkpointed: the logs of the old subtasks i
 // with i % parallelism == this subtask are fed before any new input.

@@ -35,8 +35,10 @@ type Task struct {
 	// returns.
 	OnFail func(error)
 	// Loop is the chain's head when it is a loop's head: the task feeds
-	// its fed-back records into the chain (see LoopDriver).
+	// its fed-back records into the chain (see LoopDriver); loopRoom is
+	// t.room, made once.
 	Loop     LoopDriver
+	loopRoom func() bool
 	tickers  []Ticker
 	idleWork []func() bool // the operators' (Context.idleWork)
 
@@ -435,7 +437,7 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 	var start time.Time // when the step began to push a frame it may cut; see pushHeld
 	for handled < t.Opts.Quantum {
 		if lp := t.Loop; lp != nil && t.held == nil {
-			fed := lp.Pump(t.room)
+			fed := lp.Pump(t.loopRoom)
 			if fed > 0 {
 				t.markDirty(now)
 				handled++
@@ -827,7 +829,7 @@ func (t *Task) bindLoop() {
 	if !ok {
 		return
 	}
-	t.Loop = lp
+	t.Loop, t.loopRoom = lp, t.room
 	lp.Bind(t.Checkpoints.Waker, func(r *SnapshotReport) { t.Checkpoints.Coord.Snapshotted(t, r) })
 }
 
