@@ -20,14 +20,13 @@ type loop struct {
 // be built from streams of the same job; a record may go to both, or to
 // neither.
 //
-//	labels := ringflow.Iterate(edges, "propagate",
-//		func(in ringflow.Stream[Msg]) (ringflow.Stream[Msg], ringflow.Stream[Label]) {
-//			steps := ringflow.Process(ringflow.KeyBy(in, Msg.vertex), "relax", newRelax)
-//			return ringflow.SideOutput(steps, again), steps
-//		})
+//	done := ringflow.Iterate(numbers, "collatz", func(in ringflow.Stream[step]) (ringflow.Stream[step], ringflow.Stream[step]) {
+//		next := ringflow.Map(in, "step", collatzStep)
+//		return ringflow.Filter(next, "again", notOne), ringflow.Filter(next, "reached 1", isOne)
+//	})
 //
 // The body may hold keyed state and use every operator; its checkpoints
-// hold the records in transit on the back edge (see "Iterations" in the
+// hold the records in transit on the back edge (see [Iterations] in the
 // package doc). The loop's head runs at the parallelism opts give (or
 // Config.Parallelism), and so does the operator that feeds records back,
 // named name+".back". A job with an iteration needs exactly-once
