@@ -112,12 +112,12 @@ type LoopDriver interface {
 
 // loopLog is a head's log for one checkpoint.
 type loopLog struct {
-	id     uint64
-	buf    []byte
-	n      int
-	open   []bool // by tail subtask: its marker has not come
-	opened int
-	report *SnapshotReport // held until the log is complete
+	id      uint64
+	buf     []byte          // the records logged, encoded (appendEntry)
+	n       int             // how many
+	open    []bool          // by tail subtask: its marker has not come
+	waiting int             // tails whose marker has not come
+	report  *SnapshotReport // held until the log is complete
 }
 
 // LoopHead is one subtask of a loop's head.
@@ -311,9 +311,9 @@ func (h *LoopHead[T]) marker(k int, id uint64) {
 			h.ctx.Operator, h.ctx.Subtask, id, k)
 		if l.id <= id && l.open[k] {
 			l.open[k] = false
-			l.opened--
+			l.waiting--
 		}
-		if l.opened == 0 && l.report != nil {
+		if l.waiting == 0 && l.report != nil {
 			r := l.report
 			l.report = nil
 			r.LoopRecords = l.n
@@ -333,7 +333,7 @@ func (h *LoopHead[T]) Hold(r *SnapshotReport) bool {
 		if l.id != r.ID {
 			continue
 		}
-		if l.opened > 0 {
+		if l.waiting > 0 {
 			l.report = r
 			return true
 		}
@@ -349,7 +349,7 @@ func (h *LoopHead[T]) Hold(r *SnapshotReport) bool {
 // yet are in transit: they go into the log at once.
 func (h *LoopHead[T]) SnapshotState(id uint64) (StateSnapshot, error) {
 	h.snapID = id
-	l := &loopLog{id: id, open: make([]bool, h.loop.tails), opened: h.loop.tails}
+	l := &loopLog{id: id, open: make([]bool, h.loop.tails), waiting: h.loop.tails}
 	for k := range l.open {
 		l.open[k] = true
 	}

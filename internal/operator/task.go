@@ -359,7 +359,10 @@ func (t *Task) room() bool {
 func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 	if c := t.Checkpoints; c != nil && (c.srcDone || c.stopping) {
 		// Waiting for the final checkpoint's trigger, or, stopping, to
-		// be stopped.
+		// be stopped. NB: what drain wrote (the last records and the
+		// barrier, if they waited for room) is published here: nothing
+		// else will publish it.
+		t.flushAll()
 		return sched.Idle, nil
 	}
 	if !t.sourceDue.IsZero() && now.Before(t.sourceDue) {
