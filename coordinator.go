@@ -63,6 +63,9 @@ type SubtaskCheckpointStats struct {
 	Unaligned  bool
 	// InflightBytes is the in-flight data an unaligned snapshot persisted.
 	InflightBytes uint64
+	// LoopRecords is, for the head of an iteration (Iterate), the number
+	// of records in transit on its back edge that its snapshot logged.
+	LoopRecords int
 	// WaitedOn is the input channel whose barrier came last (the one the
 	// subtask waited for longest); -1 for sources.
 	WaitedOn int
@@ -306,6 +309,10 @@ type inflight struct {
 	subtasks []SubtaskCheckpointStats
 	written  time.Time // when the last part was written
 	timeout  *time.Timer
+	// loopBusy says a loop's head logged records in transit at the
+	// checkpoint: a final one then did not find the loops quiescent, and
+	// notFinal that it was taken for an ordinary one (see commit).
+	loopBusy, notFinal bool
 	// ended is set by whichever of commit, failed and stop reports the
 	// checkpoint's end (EventListener), so that exactly one does.
 	ended atomic.Bool
@@ -716,7 +723,7 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 	}
 	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
 		Sync: r.SyncDuration, SyncCPU: r.SyncCPU, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
-		InflightBytes: inflight}
+		InflightBytes: inflight, LoopRecords: r.LoopRecords}
 	st.WaitedOn = -1
 	if r.Align.ID != 0 {
 		st.StartDelay = r.Align.StartDelay()
@@ -724,6 +731,11 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		st.WaitedOn = r.Align.WaitedOn
 	}
 	c.timeline(&st, w.task, r)
+	if r.LoopRecords > 0 {
+		c.mu.Lock()
+		f.loopBusy = true
+		c.mu.Unlock()
+	}
 	c.ack(f, st, sw.ops, p)
 }
 
@@ -812,6 +824,11 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 	done := f.acks == len(c.tasks)
 	if done {
 		f.written = time.Now()
+		if f.final && f.loopBusy {
+			// Records were still going round a loop: the job does not end
+			// here, and another final checkpoint follows this one.
+			f.final, f.notFinal = false, true
+		}
 	}
 	c.mu.Unlock()
 	if !done {
@@ -902,8 +919,18 @@ func (c *coordinator) commit(f *inflight) {
 	f.timeout.Stop()
 	delete(c.mu.inflight, f.id)
 	c.mu.lastEnd, c.mu.failures = now, 0
+	if f.notFinal {
+		c.mu.final = 0
+	}
 	c.mu.Unlock()
 	signal(c.poke) // a final checkpoint may be waiting for this one to end
+	if f.notFinal {
+		// NB: before Complete, in each source's mailbox: the source must
+		// not end its output on this checkpoint.
+		for _, t := range c.sources {
+			t.NotFinal(f.id)
+		}
+	}
 	for _, t := range c.tasks {
 		t.Complete(f.id)
 	}
@@ -936,7 +963,7 @@ func (c *coordinator) failed(id uint64, err error) {
 	if f.trig == operator.TriggerStop {
 		c.mu.final = 0 // another stop checkpoint is triggered, if tolerated
 	}
-	c.failLocked(id, f.trigger, err, f.final)
+	c.failLocked(id, f.trigger, err, f.final || f.notFinal)
 	for _, t := range c.tasks {
 		t.Abort(id)
 	}

@@ -4,13 +4,14 @@
 // A job is a graph of typed streams built with functions (Go methods cannot
 // take type parameters): Source, Map, Filter, FlatMap, KeyBy, Union,
 // Rebalance, Reduce, Aggregate, MapWithState, Process, Window, WindowJoin,
-// Sink and TxnSink (FileSink, FileSinkOf and FileSinkEncoded with JSONLines
-// write files transactionally; packages postgres and kafka hold
+// Iterate, Sink and TxnSink (FileSink, FileSinkOf and FileSinkEncoded with
+// JSONLines write files transactionally; packages postgres and kafka hold
 // connectors). MapPtr, FilterPtr and FlatMapPtr give their function a
 // pointer to each record rather than a copy, which pays for records of
-// more than a few words; MapBatches hands it whole batches. Options that fit only some operators have
-// types of their own (Option, WindowOption, SinkOption), so giving one to
-// an operator it does not fit does not compile. Run checks the graph, lays
+// more than a few words; MapBatches hands it whole batches. Options that
+// fit only some operators have types of their own (Option, WindowOption,
+// SinkOption), so giving one to an operator it does not fit does not
+// compile. Run checks the graph, lays
 // it out as tasks — forward edges of equal parallelism chained into one
 // task, every other edge one single-producer ring per pair of subtasks —
 // and runs the tasks on worker threads pinned to the process's CPUs
@@ -193,6 +194,70 @@
 // redistributed, and sources too if they are SplitSources) as long as the
 // state it keeps has its names and types; see [State on restore].
 // Job.LastRestore says what it restored and what started empty.
+//
+// # Iterations
+//
+// Iterate adds a loop: its body is built on the stream that enters the
+// loop each round, and returns what goes round again and what leaves.
+// The records entering the loop are those of Iterate's input; each one
+// the body sends back enters again at the loop's head, with its
+// timestamp, as if it had come from the input (on whichever head subtask
+// takes it: key it again inside the body if the body is keyed); what the
+// body sends out is Iterate's result. A record goes round as often as the
+// body sends it back, and the body decides when to stop (a round counter
+// in the record, a keyed state that stops improving).
+//
+//	out := ringflow.Iterate(in, "hops", func(in ringflow.Stream[hop]) (ringflow.Stream[hop], ringflow.Stream[hop]) {
+//		next := ringflow.Map(in, "step", func(h hop) hop { h.Round++; return h })
+//		return ringflow.Filter(next, "again", func(h hop) bool { return h.Round < 8 }),
+//			ringflow.Filter(next, "done", func(h hop) bool { return h.Round == 8 })
+//	})
+//
+// The loop is a head, the first operator of its task, and a tail, the
+// operator named name+".back" that takes what the body sends back. The
+// back edge from the tails to the heads is no ring but a queue at each
+// head, one per tail subtask: a tail never waits on it, so a loop does not
+// deadlock on its own backpressure, and the head feeds records back while
+// its output has room. It is bounded by the head: while more than a few
+// thousand fed-back records wait at a head (operator.LoopBacklogMax) it
+// reads no input, so what waits is at most what the loop held when it
+// stopped admitting input (its rings and partial frames) times what one
+// round sends back per record, plus that limit.
+//
+// A job with a loop needs exactly-once checkpoints (Config.Checkpoint,
+// Mode ExactlyOnce), which follow the asynchronous barrier snapshot
+// algorithm for cyclic graphs (Carbone et al. 2015). The head aligns a
+// checkpoint's barriers on its input, snapshots, and sends the barrier
+// into the body; the tail, at its own snapshot, sends a marker back
+// behind what it fed back before. Between its snapshot and the marker of
+// every tail subtask the head logs each record it takes from the back
+// edge — the records in transit on the loop at the checkpoint — and its
+// part of the checkpoint is complete only when the last marker is back
+// (so a checkpoint of a busy loop takes at least one round of it). The
+// log is stored as the head's state and, on restore, fed into the loop
+// before any new input. SubtaskCheckpointStats.LoopRecords says how many
+// records a head logged.
+//
+// Unaligned checkpoints (Unaligned, AlignmentTimeout) work as well: the
+// back edge is never part of the alignment, so the head's snapshot,
+// aligned or not, opens the log, and a body subtask's unaligned snapshot
+// stores its channels' in-flight data as usual. The two never overlap: a
+// record fed back before a tail's snapshot is in the head's log (taken
+// after the head's snapshot) or in the snapshot's state (taken before); one
+// still in a ring in front of the tail at its snapshot is that tail's
+// channel state, replayed into the tail, which feeds it back again after
+// the restore.
+//
+// A bounded job whose sources have ended finishes when its loops are
+// quiescent. Its final checkpoint (aligned, as always) doubles as the
+// probe: if a head logged any record in it, something was still going
+// round, and the checkpoint is kept as an ordinary one; another final
+// checkpoint follows until one finds every log empty — then no record was
+// in the body when the barrier went through it, none can enter, and the
+// job ends after that checkpoint. A loop of d rounds thus ends after
+// about d checkpoints of it. Timers in the body are not waited for, and
+// event time in a loop follows its input only: a fed-back record is late
+// for windows its input's watermark has passed.
 //
 // # Savepoints and stopping
 //

@@ -4,7 +4,8 @@ package ringflow
 // and how operators are chained into tasks (see Job.Graph).
 type Graph struct {
 	// Operators are in the order they were added, which is a topological
-	// order: an operator comes after every operator that feeds it.
+	// order: an operator comes after every operator that feeds it, but
+	// for the back edges of iterations.
 	Operators []GraphOperator
 	Edges     []GraphEdge
 }
@@ -37,6 +38,10 @@ type GraphEdge struct {
 	// Side names the side output of From the edge carries (see
 	// SideOutput); "" for its main output.
 	Side string
+	// Back says the edge is an iteration's back edge (Iterate), from the
+	// operator that feeds records back to the loop's head; its
+	// Partitioning is "back".
+	Back bool
 }
 
 // Graph returns the job's graph. It is safe to call at any time, from any
@@ -66,6 +71,9 @@ func (j *Job) Graph() Graph {
 			}
 			g.Edges = append(g.Edges, ge)
 		}
+	}
+	for _, l := range j.loops {
+		g.Edges = append(g.Edges, GraphEdge{From: l.tail.name, To: l.head.name, Partitioning: "back", Back: true})
 	}
 	return g
 }

@@ -294,6 +294,7 @@ type Job struct {
 	names map[string]bool
 	errs  []error // construction errors, reported by Run
 	ran   bool
+	loops []loop // the job's iterations (Iterate)
 
 	metrics   map[string][]*operator.Metrics // per subtask; under metricsMu
 	metricsMu sync.Mutex
@@ -492,6 +493,7 @@ type node struct {
 	ports       int  // number of typed input ports: 0 (source), 1, or 2 (join)
 	keyed       bool // holds keyed state: needs key groups
 	timed       bool // output carries event time
+	loopHead    bool // the head of an iteration: it starts a task
 	out         *typeInfo
 	sides       *sideOutputs // the side outputs it may have; nil: none
 	// build creates one subtask's instance, feeding down (an

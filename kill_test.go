@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,12 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
 		// NB: a child that finds the job finished (a previous child ran
 		// to the end before its kill) has nothing left to do.
-		err := killChildJob(dir, os.Getenv(killChildEnv+"_MODE")).Run(context.Background())
+		mode := os.Getenv(killChildEnv + "_MODE")
+		job := killChildJob(dir, mode)
+		if loop, ok := strings.CutPrefix(mode, "loop/"); ok {
+			job = killLoopJob(dir, loop)
+		}
+		err := job.Run(context.Background())
 		if err != nil && !errors.Is(err, ringflow.ErrFinished) {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			os.Exit(1)
@@ -77,6 +83,20 @@ func TestKillAndResume(t *testing.T) {
 }
 
 func killAndResume(t *testing.T, mode string, seed uint64) {
+	dir := killAndResumeChild(t, mode, seed)
+	var want []string
+	for k := range uint64(1000) {
+		for c := range uint64(killRecords / 1000) {
+			want = append(want, fmt.Sprintf("%d:%d", k, c+1))
+		}
+	}
+	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+}
+
+// killAndResumeChild runs the child job of mode in a new directory, kills
+// it four times at seeded random moments, then runs it to the end; it
+// returns the directory.
+func killAndResumeChild(t *testing.T, mode string, seed uint64) string {
 	rnd := rand.New(rand.NewPCG(seed, 13))
 	dir := t.TempDir()
 	child := func() *exec.Cmd {
@@ -102,11 +122,5 @@ func killAndResume(t *testing.T, mode string, seed uint64) {
 	if err := child().Run(); err != nil {
 		t.Fatalf("final run: %v", err)
 	}
-	var want []string
-	for k := range uint64(1000) {
-		for c := range uint64(killRecords / 1000) {
-			want = append(want, fmt.Sprintf("%d:%d", k, c+1))
-		}
-	}
-	diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+	return dir
 }

@@ -47,6 +47,7 @@ func (j *Job) validate() error {
 	if len(j.nodes) == 0 {
 		errs = append(errs, newGraphError(ErrNoSink, "", "the job has no operators"))
 	}
+	errs = append(errs, j.validateLoops()...)
 	if cyc := j.cycle(); cyc != "" {
 		errs = append(errs, newGraphError(ErrCycle, cyc, "the graph has a cycle through operator %q", cyc))
 	} else {
@@ -126,7 +127,7 @@ func (j *Job) chains() []*chain {
 // writes every output.)
 func (e *edge) chained() bool {
 	return e.part == operator.Forward && e.from.parallelism == e.to.parallelism && len(e.from.outputs) == 1 &&
-		len(e.to.inputs) == 1 && e.to.ports == 1 && e.side == nil
+		len(e.to.inputs) == 1 && e.to.ports == 1 && e.side == nil && !e.to.loopHead
 }
 
 // targets lists the downstream subtasks that upstream subtask u reaches

@@ -15,6 +15,9 @@
 //	dfbench nexmark [--query q0|q1|q2|q3|q5|q7|q8|q11|all] [--events N] [--rate R] [--parallelism P]
 //	            [--workers W] [--checkpoint-interval D] [--output FILE] [--dump FILE]
 //	            [--baseline chan] [--json] [--cpuprofile FILE]
+//	dfbench iterate [--vertices N --edges M --seed S | --input FILE] [--output FILE] [--parallelism P]
+//	            [--workers W] [--checkpoint-interval D] [--state-dir DIR] [--unaligned | --alignment-timeout D]
+//	            [--fail-after N] [--no-check] [--json]
 package main
 
 import (
@@ -41,6 +44,7 @@ var commands = map[string]command{
 	"run":     {"run a pipeline on ringflow (and a channel baseline): throughput, latency", runRun},
 	"phases":  {"count a run's slow samples by time since the last checkpoint trigger", runPhases},
 	"soak":    {"run a pipeline for long, with failures and kills: memory, disk, checkpoints over time", runSoak},
+	"iterate": {"connected components by label propagation in a loop: checkpoints of a cyclic job", runIterate},
 }
 
 // errUsage marks errors for which the usage text has already been printed.

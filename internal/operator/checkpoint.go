@@ -45,6 +45,11 @@ type SnapshotReport struct {
 	// ForwardTime is when the task sent the barrier on to its outputs
 	// (zero for a task without outputs).
 	ForwardTime time.Time
+	// LoopRecords is, for a loop's head, the number of records its log
+	// of the checkpoint holds: those in transit on the back edge at the
+	// cut (see LoopHead). None, at a final checkpoint, says the loop was
+	// quiescent.
+	LoopRecords int
 	// Seen and Done are, by input channel, when its barrier was first
 	// seen and when the channel was done with the checkpoint, in Unix
 	// nanoseconds (align.Aligner.ChannelTimes); nil for sources.
@@ -127,6 +132,7 @@ const (
 	msgComplete
 	msgAbort
 	msgStop
+	msgNotFinal
 )
 
 type message struct {
@@ -173,6 +179,11 @@ func (t *Task) Trigger(id uint64, at time.Time, kind TriggerKind) {
 // Complete tells the task that checkpoint id is complete.
 func (t *Task) Complete(id uint64) { t.Checkpoints.post(message{kind: msgComplete, id: id}) }
 
+// NotFinal tells a source task that its final checkpoint id, which
+// completes, did not end the job: a loop was not quiescent at it, and
+// another final checkpoint follows. Posted before Complete(id).
+func (t *Task) NotFinal(id uint64) { t.Checkpoints.post(message{kind: msgNotFinal, id: id}) }
+
 // Abort tells the task that checkpoint id was aborted.
 func (t *Task) Abort(id uint64) { t.Checkpoints.post(message{kind: msgAbort, id: id}) }
 
@@ -205,6 +216,10 @@ func (t *Task) handleMail(now time.Time) error {
 			err = t.notifyAborted(m.id, now)
 		case msgStop:
 			c.stopped = true
+		case msgNotFinal:
+			if c.final == m.id {
+				c.final = 0
+			}
 		}
 		if err != nil {
 			return err
@@ -471,7 +486,9 @@ func (t *Task) apply(acts []align.Action, now time.Time) error {
 					c.snap.Seen = append(c.snap.Seen[:0], seen...)
 					c.snap.Done = append(c.snap.Done[:0], done...)
 				}
-				c.Coord.Snapshotted(t, c.snap)
+				if t.Loop == nil || !t.Loop.Hold(c.snap) {
+					c.Coord.Snapshotted(t, c.snap)
+				}
 				c.snap = nil
 			}
 		case align.OpAbort:

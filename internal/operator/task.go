@@ -33,7 +33,12 @@ type Task struct {
 	// task, before the step returns it: the job cancels its attempt's
 	// context (Context.Attempt), so that user code blocked elsewhere
 	// returns.
-	OnFail   func(error)
+	OnFail func(error)
+	// Loop is the chain's head when it is a loop's head: the task feeds
+	// its fed-back records into the chain (see LoopDriver); loopRoom is
+	// t.room, made once.
+	Loop     LoopDriver
+	loopRoom func() bool
 	tickers  []Ticker
 	idleWork []func() bool // the operators' (Context.idleWork)
 
@@ -219,6 +224,7 @@ func (t *Task) Open() error {
 	if err := t.openDebloat(); err != nil {
 		return attribute(t.Ctx, err)
 	}
+	t.bindLoop()
 	t.prepareReport()
 	t.opened = true
 	for _, c := range append([]*Context{t.Ctx}, t.Ctxs...) {
@@ -353,7 +359,10 @@ func (t *Task) room() bool {
 func (t *Task) stepSource(now time.Time) (sched.Status, error) {
 	if c := t.Checkpoints; c != nil && (c.srcDone || c.stopping) {
 		// Waiting for the final checkpoint's trigger, or, stopping, to
-		// be stopped.
+		// be stopped. NB: what drain wrote (the last records and the
+		// barrier, if they waited for room) is published here: nothing
+		// else will publish it.
+		t.flushAll()
 		return sched.Idle, nil
 	}
 	if !t.sourceDue.IsZero() && now.Before(t.sourceDue) {
@@ -430,6 +439,20 @@ func (t *Task) stepInputs(now time.Time) (sched.Status, error) {
 	handled, dry := 0, false
 	var start time.Time // when the step began to push a frame it may cut; see pushHeld
 	for handled < t.Opts.Quantum {
+		if lp := t.Loop; lp != nil && t.held == nil {
+			fed := lp.Pump(t.loopRoom)
+			if fed > 0 {
+				t.markDirty(now)
+				handled++
+			}
+			if lp.Backlogged() {
+				if fed == 0 || !t.drain() {
+					t.blocked = fed > 0 || !t.room()
+					break
+				}
+				continue
+			}
+		}
 		if t.held == nil {
 			c, f, err := t.nextFrame()
 			if err != nil {
@@ -707,6 +730,9 @@ func (t *Task) PrepareToPark() bool {
 	if t.Checkpoints != nil && t.Checkpoints.hasMail.Load() {
 		return false
 	}
+	if t.Loop != nil && t.Loop.Pending() && t.room() {
+		return false // fed-back records wait
+	}
 	for i, p := range t.Ports {
 		if !p.Room() {
 			// Blocked on output: wait for room, not for input.
@@ -762,7 +788,7 @@ func (t *Task) Ready(now time.Time) bool {
 	if t.finishing || !t.room() {
 		return false
 	}
-	if t.held != nil {
+	if t.held != nil || t.Loop != nil && t.Loop.Pending() {
 		return true
 	}
 	if t.Source != nil {
@@ -794,6 +820,20 @@ func (t *Task) Deadline() time.Time {
 		}
 	}
 	return d
+}
+
+// bindLoop connects a loop's head to the task, if the chain's head is
+// one.
+func (t *Task) bindLoop() {
+	if len(t.Ops) == 0 || t.Checkpoints == nil {
+		return
+	}
+	lp, ok := t.Ops[0].(LoopDriver)
+	if !ok {
+		return
+	}
+	t.Loop, t.loopRoom = lp, t.room
+	lp.Bind(t.Checkpoints.Waker, func(r *SnapshotReport) { t.Checkpoints.Coord.Snapshotted(t, r) })
 }
 
 // checkpointChores runs before a task with inputs reads anything: restored
