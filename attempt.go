@@ -19,12 +19,19 @@ func (p *physical) setAttempt(ctx context.Context, cancel context.CancelCauseFun
 			Checkpoints: c.Checkpoints,
 		})
 	}
+	// NB: the pool records the failure before the attempt's context ends:
+	// user code that returns when it ends fails its own task with the
+	// context's error, and Run reports the failure the pool recorded first.
+	fail := func(err error) {
+		p.pool.Fail(err)
+		cancel(err)
+	}
 	for _, t := range p.tasks {
 		t.Ctx.Attempt = with(t.Ctx)
 		for _, c := range t.Ctxs {
 			c.Attempt = with(c)
 		}
-		t.OnFail = cancel
+		t.OnFail = fail
 	}
 }
 
