@@ -66,15 +66,25 @@ func hasPadding(t reflect.Type) bool {
 }
 
 // batchKeysFor returns the batch form of KeyFuncs for key, which hashes with
-// hash: it fills keys (if not nil) and hashes for a batch of records with
-// one call of key per record and, for integer keys, the hash inlined,
-// where calling key and hash per record through function values would cost
-// three indirect calls on the keyed path's every record.
+// hash: it fills keys (if not nil) and hashes (if not nil) for a batch of
+// records with one call of key per record and, for integer keys, the hash
+// inlined, where calling key and hash per record through function values
+// would cost three indirect calls on the keyed path's every record.
 func batchKeysFor[K comparable, T any](key func(T) K, hash func(K) uint64) func(recs []T, keys []K, hashes []uint64) {
+	keysOnly := func(recs []T, keys []K) {
+		keys = keys[:len(recs)]
+		for i := range recs {
+			keys[i] = key(recs[i])
+		}
+	}
 	var zero K
 	switch any(zero).(type) {
 	case uint64, int64:
 		return func(recs []T, keys []K, hashes []uint64) {
+			if hashes == nil {
+				keysOnly(recs, keys)
+				return
+			}
 			hashes = hashes[:len(recs)]
 			for i := range recs {
 				k := key(recs[i])
@@ -86,6 +96,10 @@ func batchKeysFor[K comparable, T any](key func(T) K, hash func(K) uint64) func(
 		}
 	}
 	return func(recs []T, keys []K, hashes []uint64) {
+		if hashes == nil {
+			keysOnly(recs, keys)
+			return
+		}
 		hashes = hashes[:len(recs)]
 		for i := range recs {
 			k := key(recs[i])

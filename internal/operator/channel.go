@@ -62,7 +62,7 @@ type ReplayState struct {
 func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T], keyHash any) *Channel {
 	c := &Channel{Reader: rd, wm: MinWatermark}
 	if size := codec.Size(); size > 0 {
-		c.dec = &fixedFrames[T]{size: size, timed: timed, in: in}
+		c.dec = newFixedFrames(size, timed, in)
 	} else {
 		c.dec = &varFrames[T]{codec: codec, timed: timed, in: in}
 	}
@@ -79,7 +79,7 @@ func NewChannel[T any](rd *ring.Reader, codec Codec[T], timed bool, in Input[T],
 			kept := keptInput[T]{in: in, hash: kh.One, keep: keep}
 			var d frameDecoder
 			if size := codec.Size(); size > 0 {
-				d = &fixedFrames[T]{size: size, timed: timed, in: &kept}
+				d = newFixedFrames[T](size, timed, &kept)
 			} else {
 				d = &varFrames[T]{codec: codec, timed: timed, in: &kept}
 			}
@@ -138,34 +138,48 @@ type frameDecoder interface {
 	close()
 }
 
-// fixedFrames views frames of fixed-size records in place: the records and
-// timestamps handed to the operator alias ring memory.
+// fixedFrames views frames of fixed-size records in place: the records,
+// timestamps and key hashes handed to the operator alias ring memory. A
+// frame carries a column of key hashes after the records and timestamps
+// when it came over a Hash edge (see outRing); it is told by its length, so
+// that channel state recorded with or without hashes replays alike.
 type fixedFrames[T any] struct {
 	size  int
 	timed bool
 	in    Input[T]
+	hin   HashedInput[T] // in, if it takes carried hashes
 	f     ring.Frame
 	recs  []T
 	ts    []int64
+	hs    []uint64
+}
+
+func newFixedFrames[T any](size int, timed bool, in Input[T]) *fixedFrames[T] {
+	hin, _ := in.(HashedInput[T])
+	return &fixedFrames[T]{size: size, timed: timed, in: in, hin: hin}
 }
 
 func (d *fixedFrames[T]) open(f ring.Frame) (int, error) {
 	n := f.Count
-	want := n * d.size
+	cols := align8(n * d.size)
 	if d.timed {
-		want = align8(want) + n*8
+		cols += n * 8
 	}
-	if len(f.Payload) != want {
-		return 0, fmt.Errorf("%w: DATA frame of %d records of %d bytes has %d payload bytes, want %d",
-			ring.ErrCorrupt, n, d.size, len(f.Payload), want)
+	hashed := len(f.Payload) == cols+n*8 && n > 0
+	if len(f.Payload) != cols && !hashed {
+		return 0, fmt.Errorf("%w: DATA frame of %d records of %d bytes has %d payload bytes, want %d (or %d with key hashes)",
+			ring.ErrCorrupt, n, d.size, len(f.Payload), cols, cols+n*8)
 	}
 	if n == 0 {
 		return 0, nil
 	}
 	p := unsafe.Pointer(unsafe.SliceData(f.Payload))
-	d.f, d.recs, d.ts = f, unsafe.Slice((*T)(p), n), nil
+	d.f, d.recs, d.ts, d.hs = f, unsafe.Slice((*T)(p), n), nil, nil
 	if d.timed {
 		d.ts = unsafe.Slice((*int64)(unsafe.Add(p, align8(n*d.size))), n)
+	}
+	if hashed {
+		d.hs = unsafe.Slice((*uint64)(unsafe.Add(p, cols)), n)
 	}
 	return n, nil
 }
@@ -175,24 +189,35 @@ func (d *fixedFrames[T]) push(from, to int) {
 	if d.timed {
 		ts = d.ts[from:to]
 	}
+	if d.hs != nil && d.hin != nil {
+		d.hin.PushHashed(d.recs[from:to], ts, d.hs[from:to])
+		return
+	}
 	d.in.Push(d.recs[from:to], ts)
 }
 
+// tail lays out records [from, count) of the open frame as a frame of their
+// own: each column cut at from.
 func (d *fixedFrames[T]) tail(buf []byte, from int) (int, []byte) {
 	n := d.f.Count
-	if !d.timed {
+	if !d.timed && d.hs == nil && d.size%8 == 0 {
 		return n - from, d.f.Payload[from*d.size:]
 	}
-	// NB: a timed frame keeps its timestamps after its records, so the
-	// tail is the two parts cut and laid out anew.
 	recs := d.f.Payload[from*d.size : n*d.size]
 	buf = append(buf, recs...)
 	buf = append(buf, make([]byte, align8(len(recs))-len(recs))...)
 	off := align8(n * d.size)
-	return n - from, append(buf, d.f.Payload[off+from*8:off+n*8]...)
+	if d.timed {
+		buf = append(buf, d.f.Payload[off+from*8:off+n*8]...)
+		off += n * 8
+	}
+	if d.hs != nil {
+		buf = append(buf, d.f.Payload[off+from*8:off+n*8]...)
+	}
+	return n - from, buf
 }
 
-func (d *fixedFrames[T]) close() { d.f, d.recs, d.ts = ring.Frame{}, nil, nil }
+func (d *fixedFrames[T]) close() { d.f, d.recs, d.ts, d.hs = ring.Frame{}, nil, nil, nil }
 
 // varFrames decodes frames of variable-size records into reused buffers.
 type varFrames[T any] struct {

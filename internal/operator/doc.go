@@ -36,7 +36,11 @@
 //
 // Partitioning: Forward pairs subtask i with i, Rebalance sends whole
 // batches round robin, Hash sends each record to the subtask owning its
-// key's key group (keygroups.Partitioner).
+// key's key group (keygroups.Partitioner). A Hash edge hashes each key once:
+// frames of plain types carry a third column, the records' key hashes, which
+// the keyed operator downstream takes (HashedInput) instead of hashing the
+// keys again. A reader tells such a frame by its length, so channel state
+// replays whether it was recorded with hashes or without.
 //
 // # Event time
 //

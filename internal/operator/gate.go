@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/ringflow/ringflow/internal/invariants"
 	"github.com/ringflow/ringflow/internal/prefetch"
 	"github.com/ringflow/ringflow/keygroups"
 	"github.com/ringflow/ringflow/ring"
@@ -85,7 +86,7 @@ func NewGate[T any](codec Codec[T], opts GateOptions, edges []EdgeOut) (*Gate[T]
 			ge.hash = h
 		}
 		for ti, w := range e.Writers {
-			o, err := newOutRing(w, codec, opts)
+			o, err := newOutRing(w, codec, opts, e.Partitioning == Hash)
 			if err != nil {
 				return nil, err
 			}
@@ -129,6 +130,9 @@ func (g *Gate[T]) Push(recs []T, ts []int64) {
 					if o.timed {
 						*(*int64)(unsafe.Add(o.base, o.tsOff+o.n*8)) = t
 					}
+					if o.hashed {
+						*(*uint64)(unsafe.Add(o.base, o.hashOff+o.n*8)) = hs[j]
+					}
 					o.n++
 					o.dirty = true
 					if o.n&(writeAhead-1) == 0 {
@@ -136,7 +140,7 @@ func (g *Gate[T]) Push(recs []T, ts []int64) {
 					}
 					continue
 				}
-				o.append(&recs[j], t)
+				o.append(&recs[j], t, hs[j])
 			}
 		}
 	}
@@ -242,7 +246,8 @@ func (r replayEdge[T]) Push(recs []T, ts []int64) {
 		if ts != nil {
 			t = ts[j]
 		}
-		e.rings[e.keys.Subtask(e.hash.One(&recs[j]))].append(&recs[j], t)
+		h := e.hash.One(&recs[j])
+		e.rings[e.keys.Subtask(h)].append(&recs[j], t, h)
 	}
 }
 
@@ -293,12 +298,15 @@ type pending struct {
 
 // outRing frames records of type T for one ring. Fixed-size records are
 // written straight into a reserved frame in ring memory, as a column of
-// records followed, for timed streams, by a column of timestamps:
+// records followed, for timed streams, by a column of timestamps, and, on
+// Hash edges, by a column of the records' key hashes:
 //
-//	+---------------------------------+-------------------------+
-//	| count × record (padded to 8)    | count × int64 timestamp |
-//	+---------------------------------+-------------------------+
+//	+------------------------------+------------------------+-----------------------+
+//	| count × record (padded to 8) | count × int64 (timed)  | count × uint64 (hash) |
+//	+------------------------------+------------------------+-----------------------+
 //
+// The receiving side tells a frame with hashes from one without by its
+// length (channel state and replays may hold either; see fixedFrames).
 // Variable-size records are encoded one after another into a Go buffer,
 // each preceded by its 8-byte timestamp on timed streams, and the buffer is
 // copied into a frame when full. When the ring has no room, frames wait in
@@ -312,12 +320,17 @@ type outRing[T any] struct {
 
 	// The open fixed-size frame: base points into the ring (inRing) or into
 	// stage; it holds n of capN records. n == capN means no frame is open.
-	base   unsafe.Pointer
-	n      int
-	capN   int
-	tsOff  int
-	inRing bool
-	stage  []byte
+	base    unsafe.Pointer
+	n       int
+	capN    int
+	tsOff   int
+	hashOff int
+	inRing  bool
+	stage   []byte
+	// hashed: the frames carry each record's key hash (a Hash edge's
+	// rings, for fixed-size records), so the keyed operator downstream
+	// does not hash the key again.
+	hashed bool
 
 	// Variable-size records: the open frame's bytes and record count.
 	buf      []byte
@@ -337,12 +350,16 @@ type outRing[T any] struct {
 	edge, target int // which edge of the gate, and which downstream subtask
 }
 
-func newOutRing[T any](w *ring.Writer, codec Codec[T], opts GateOptions) (*outRing[T], error) {
+func newOutRing[T any](w *ring.Writer, codec Codec[T], opts GateOptions, hashed bool) (*outRing[T], error) {
 	frameBytes := min(opts.FrameBytes, w.MaxPayload())
 	o := &outRing[T]{w: w, codec: codec, size: codec.Size(), timed: opts.Timed, frameBytes: frameBytes}
 	if o.size > 0 {
+		o.hashed = hashed
 		o.per = o.size
 		if o.timed {
+			o.per += 8
+		}
+		if o.hashed {
 			o.per += 8
 		}
 		if frameBytes < o.per {
@@ -364,6 +381,10 @@ func (o *outRing[T]) fit() {
 	if o.size > 0 {
 		o.capN = max(min(o.frame/o.per, ring.MaxCount), 1)
 		o.tsOff = align8(o.capN * o.size)
+		o.hashOff = o.tsOff
+		if o.timed {
+			o.hashOff += o.capN * 8
+		}
 	}
 }
 
@@ -386,8 +407,8 @@ func (o *outRing[T]) fetchAhead() {
 	prefetch.ForWrite(unsafe.Add(o.base, from*o.size), uintptr(min(writeAhead, o.capN-from)*o.size))
 }
 
-// append adds one record.
-func (o *outRing[T]) append(rec *T, ts int64) {
+// append adds one record, of key hash h on a hashed ring.
+func (o *outRing[T]) append(rec *T, ts int64, h uint64) {
 	o.dirty = true
 	if o.size == 0 {
 		o.appendVar(rec, ts)
@@ -400,13 +421,20 @@ func (o *outRing[T]) append(rec *T, ts int64) {
 	if o.timed {
 		*(*int64)(unsafe.Add(o.base, o.tsOff+o.n*8)) = ts
 	}
+	if o.hashed {
+		*(*uint64)(unsafe.Add(o.base, o.hashOff+o.n*8)) = h
+	}
 	o.n++
 }
 
 // appendBatch adds a batch of records, copying fixed-size ones in runs.
+// The ring is not hashed (Forward and Rebalance edges).
 func (o *outRing[T]) appendBatch(recs []T, ts []int64) {
 	if len(recs) == 0 {
 		return
+	}
+	if invariants.Enabled && o.hashed {
+		panic("ringflow: appendBatch on a hashed ring")
 	}
 	o.dirty = true
 	if o.size == 0 {
@@ -441,8 +469,8 @@ func (o *outRing[T]) open() {
 	if o.w.Limit() != o.lim {
 		o.fit()
 	}
-	bytes := o.tsOff
-	if o.timed {
+	bytes := o.hashOff
+	if o.hashed {
 		bytes += o.capN * 8
 	}
 	o.n = 0
@@ -461,7 +489,7 @@ func (o *outRing[T]) open() {
 }
 
 // closeFrame finishes the open fixed-size frame, compacting the timestamp
-// column behind the records when the frame is not full.
+// and hash columns behind the records when the frame is not full.
 func (o *outRing[T]) closeFrame() {
 	if o.base == nil {
 		return
@@ -475,10 +503,19 @@ func (o *outRing[T]) closeFrame() {
 	}
 	n := o.n
 	length := align8(n * o.size)
+	// NB: each column moves to a lower address, and the timestamps' new
+	// place ends before the hashes' old one begins.
 	if o.timed {
 		if length != o.tsOff {
 			src := unsafe.Slice((*int64)(unsafe.Add(o.base, o.tsOff)), n)
 			copy(unsafe.Slice((*int64)(unsafe.Add(o.base, length)), n), src)
+		}
+		length += n * 8
+	}
+	if o.hashed {
+		if length != o.hashOff {
+			src := unsafe.Slice((*uint64)(unsafe.Add(o.base, o.hashOff)), n)
+			copy(unsafe.Slice((*uint64)(unsafe.Add(o.base, length)), n), src)
 		}
 		length += n * 8
 	}

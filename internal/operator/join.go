@@ -29,7 +29,8 @@ type WindowJoin[K comparable, L, R, O any] struct {
 	outTs  []int64
 	wins   []Window
 	klist  []K      // the batch's keys
-	hashes []uint64 // and their hashes
+	hashes []uint64 // and their hashes: carried, or in own
+	own    []uint64
 }
 
 // NewWindowJoin returns a window join feeding next; its two inputs are Left
@@ -119,28 +120,35 @@ func (j *WindowJoin[K, L, R, O]) Right() Input[R] { return joinRight[K, L, R, O]
 
 type joinLeft[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
 
-func (s joinLeft[K, L, R, O]) Push(recs []L, ts []int64) {
+func (s joinLeft[K, L, R, O]) Push(recs []L, ts []int64) { s.PushHashed(recs, ts, nil) }
+
+// PushHashed implements HashedInput.
+func (s joinLeft[K, L, R, O]) PushHashed(recs []L, ts []int64, hashes []uint64) {
 	defer Guard(s.j.Ctx)
-	joinAdd(s.j, s.j.lkeys, s.j.left, &s.j.larena, recs, ts)
+	joinAdd(s.j, s.j.lkeys, s.j.left, &s.j.larena, recs, ts, hashes)
 }
 
 type joinRight[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
 
-func (s joinRight[K, L, R, O]) Push(recs []R, ts []int64) {
+func (s joinRight[K, L, R, O]) Push(recs []R, ts []int64) { s.PushHashed(recs, ts, nil) }
+
+// PushHashed implements HashedInput.
+func (s joinRight[K, L, R, O]) PushHashed(recs []R, ts []int64, hashes []uint64) {
 	defer Guard(s.j.Ctx)
-	joinAdd(s.j, s.j.rkeys, s.j.right, &s.j.rarena, recs, ts)
+	joinAdd(s.j, s.j.rkeys, s.j.right, &s.j.rarena, recs, ts, hashes)
 }
 
-// joinAdd buffers records of one side in their windows' panes.
+// joinAdd buffers records of one side in their windows' panes; carried are
+// their key hashes, if the edge brought them.
 func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFuncs[K, T],
-	side *panes[K, []T], arena *listArena[T], recs []T, ts []int64) {
+	side *panes[K, []T], arena *listArena[T], recs []T, ts []int64, carried []uint64) {
 	if ts == nil {
 		Fail(j.Ctx, errNoEventTime)
 	}
 	if len(recs) == 0 {
 		return
 	}
-	hashKeys(keys, recs, &j.klist, &j.hashes)
+	j.hashes = hashKeys(keys, recs, carried, &j.klist, &j.own)
 	// Ask for the batch's entries in the first record's panes first, so
 	// that their cache misses overlap (see WindowAgg.pushPanes).
 	j.wins = j.windows.assign(ts[0], j.wins[:0])

@@ -3,6 +3,7 @@ package operator
 import (
 	"fmt"
 
+	"github.com/ringflow/ringflow/internal/invariants"
 	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
@@ -12,8 +13,9 @@ type KeyFuncs[K comparable, T any] struct {
 	Key  func(T) K
 	Hash func(K) uint64
 	// KeyAll, if not nil, is Key and Hash for a batch: it sets keys[i] to
-	// Key(recs[i]) (unless keys is nil) and hashes[i] to its Hash. It
-	// saves the keyed operators two indirect calls per record.
+	// Key(recs[i]) (unless keys is nil) and hashes[i] to its Hash (unless
+	// hashes is nil). It saves the keyed operators two indirect calls per
+	// record.
 	KeyAll func(recs []T, keys []K, hashes []uint64)
 }
 
@@ -44,8 +46,12 @@ type rolling[K comparable, T, V any] struct {
 	name   string // the state's name in checkpoints
 	table  *keyedTable[K, V]
 	state  *cow.Map[K, V]
-	hashes []uint64
 	klist  []K
+	hashes []uint64 // the batch's key hashes: carried, or in own
+	own    []uint64
+	// carried holds the key hashes the Hash edge brought with the batch
+	// being pushed (PushHashed), else nil.
+	carried []uint64
 }
 
 // Open implements Operator.
@@ -70,7 +76,7 @@ func (o *rolling[K, T, V]) NotifyAborted(uint64) {}
 
 // prepare hashes the keys of a batch and prefetches their state.
 func (o *rolling[K, T, V]) prepare(recs []T) {
-	hashKeys(o.keys, recs, &o.klist, &o.hashes)
+	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
 	o.state.Prefetch(o.hashes)
 }
 
@@ -98,6 +104,13 @@ func NewReduce[K comparable, T any](keys KeyFuncs[K, T], f func(acc, rec T) T, n
 	return &Reduce[K, T]{rolling: rolling[K, T, T]{keys: keys, name: "reduce"}, f: f, next: next}
 }
 
+// PushHashed implements HashedInput.
+func (r *Reduce[K, T]) PushHashed(recs []T, ts []int64, hashes []uint64) {
+	r.carried = hashes
+	r.Push(recs, ts)
+	r.carried = nil
+}
+
 // Push implements Input.
 func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
 	defer Guard(r.Ctx)
@@ -116,15 +129,27 @@ func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
 	r.next.Push(out, ts)
 }
 
-// hashKeys extracts and hashes the keys of a batch into reused slices.
-func hashKeys[K comparable, T any](kf KeyFuncs[K, T], recs []T, keys *[]K, hashes *[]uint64) {
+// hashKeys extracts the keys of a batch into *keys, a reused slice, and
+// returns their hashes: carried, the hashes the Hash edge brought with the
+// batch (see HashedInput), if not nil, else computed into *hashes.
+func hashKeys[K comparable, T any](kf KeyFuncs[K, T], recs []T, carried []uint64, keys *[]K, hashes *[]uint64) []uint64 {
+	if carried != nil {
+		extractKeys(kf, recs, keys)
+		if invariants.Enabled {
+			checkCarried(kf, *keys, carried)
+		}
+		return carried
+	}
 	if kf.KeyAll != nil {
 		if cap(*keys) < len(recs) {
-			*keys, *hashes = make([]K, len(recs)), make([]uint64, len(recs))
+			*keys = make([]K, len(recs))
+		}
+		if cap(*hashes) < len(recs) {
+			*hashes = make([]uint64, len(recs))
 		}
 		*keys, *hashes = (*keys)[:len(recs)], (*hashes)[:len(recs)]
 		kf.KeyAll(recs, *keys, *hashes)
-		return
+		return *hashes
 	}
 	ks, hs := (*keys)[:0], (*hashes)[:0]
 	for i := range recs {
@@ -133,6 +158,36 @@ func hashKeys[K comparable, T any](kf KeyFuncs[K, T], recs []T, keys *[]K, hashe
 		hs = append(hs, kf.Hash(k))
 	}
 	*keys, *hashes = ks, hs
+	return hs
+}
+
+// extractKeys sets *keys, a reused slice, to the keys of a batch.
+func extractKeys[K comparable, T any](kf KeyFuncs[K, T], recs []T, keys *[]K) {
+	if kf.KeyAll != nil {
+		if cap(*keys) < len(recs) {
+			*keys = make([]K, len(recs))
+		}
+		*keys = (*keys)[:len(recs)]
+		kf.KeyAll(recs, *keys, nil)
+		return
+	}
+	ks := (*keys)[:0]
+	for i := range recs {
+		ks = append(ks, kf.Key(recs[i]))
+	}
+	*keys = ks
+}
+
+// checkCarried panics unless the hashes an edge carried are the keys'.
+func checkCarried[K comparable, T any](kf KeyFuncs[K, T], keys []K, carried []uint64) {
+	if len(carried) != len(keys) {
+		panic(fmt.Sprintf("ringflow: %d carried key hashes for %d records", len(carried), len(keys)))
+	}
+	for i, k := range keys {
+		if h := kf.Hash(k); h != carried[i] {
+			panic(fmt.Sprintf("ringflow: key %v carried hash %#x, its hash is %#x", k, carried[i], h))
+		}
+	}
 }
 
 // AggregateFunc folds records of type T into an accumulator of type A and
@@ -160,6 +215,13 @@ type Aggregate[K comparable, T, A, O any] struct {
 // NewAggregate returns a keyed rolling-aggregate operator feeding next.
 func NewAggregate[K comparable, T, A, O any](keys KeyFuncs[K, T], agg AggregateFunc[T, A, O], next Input[O]) *Aggregate[K, T, A, O] {
 	return &Aggregate[K, T, A, O]{rolling: rolling[K, T, A]{keys: keys, name: "aggregate"}, agg: agg, next: next}
+}
+
+// PushHashed implements HashedInput.
+func (a *Aggregate[K, T, A, O]) PushHashed(recs []T, ts []int64, hashes []uint64) {
+	a.carried = hashes
+	a.Push(recs, ts)
+	a.carried = nil
 }
 
 // Push implements Input.
@@ -197,6 +259,13 @@ type MapWithState[K comparable, T, S, U any] struct {
 // NewMapWithState returns a keyed map-with-state operator feeding next.
 func NewMapWithState[K comparable, T, S, U any](keys KeyFuncs[K, T], f func(state *S, rec T) U, next Input[U]) *MapWithState[K, T, S, U] {
 	return &MapWithState[K, T, S, U]{rolling: rolling[K, T, S]{keys: keys, name: "state"}, f: f, next: next}
+}
+
+// PushHashed implements HashedInput.
+func (m *MapWithState[K, T, S, U]) PushHashed(recs []T, ts []int64, hashes []uint64) {
+	m.carried = hashes
+	m.Push(recs, ts)
+	m.carried = nil
 }
 
 // Push implements Input.

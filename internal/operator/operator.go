@@ -22,6 +22,16 @@ type Input[T any] interface {
 	Push(recs []T, ts []int64)
 }
 
+// HashedInput is an Input that also takes the key hashes of a batch, as a
+// Hash edge carries them (hashes[i] is the hash of recs[i]'s key, the one
+// the edge partitioned by): the keyed operators take them instead of
+// hashing the keys again. The hashes, like the records, are valid only
+// during the call.
+type HashedInput[T any] interface {
+	Input[T]
+	PushHashed(recs []T, ts []int64, hashes []uint64)
+}
+
 // Operator is the control side of one operator instance. A task calls the
 // operators of its chain in chain order for every control event, so that all
 // data an operator emits while handling an event reaches the next operator

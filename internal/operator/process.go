@@ -240,8 +240,12 @@ type Process[K comparable, T, O any] struct {
 	timers [2]*keyedTable[keyTimer[K], bool]
 	out    Collector[O]
 	sides  sideOutputs
-	hashes []uint64
 	klist  []K
+	hashes []uint64 // the batch's key hashes: carried, or in own
+	own    []uint64
+	// carried holds the key hashes the Hash edge brought with the batch
+	// being pushed (PushHashed), else nil.
+	carried []uint64
 }
 
 // NewProcess returns a keyed process operator feeding next.
@@ -331,10 +335,17 @@ func (p *Process[K, T, O]) NotifyAborted(id uint64) {
 	}
 }
 
+// PushHashed implements HashedInput.
+func (p *Process[K, T, O]) PushHashed(recs []T, ts []int64, hashes []uint64) {
+	p.carried = hashes
+	p.Push(recs, ts)
+	p.carried = nil
+}
+
 // Push implements Input.
 func (p *Process[K, T, O]) Push(recs []T, ts []int64) {
 	defer Guard(p.Ctx)
-	hashKeys(p.keys, recs, &p.klist, &p.hashes)
+	p.hashes = hashKeys(p.keys, recs, p.carried, &p.klist, &p.own)
 	p.out.reset(ts != nil)
 	for i := range recs {
 		p.cur.key, p.cur.hash = p.klist[i], p.hashes[i]

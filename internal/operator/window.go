@@ -146,7 +146,11 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	assigned []Window
 	curPanes []*pane[K, A] // scratch of pushPanes
 	klist    []K           // the batch's keys
-	hashes   []uint64      // and their hashes
+	hashes   []uint64      // and their hashes: carried, or in own
+	own      []uint64
+	// carried holds the key hashes the Hash edge brought with the batch
+	// being pushed (PushHashed), else nil.
+	carried []uint64
 }
 
 // NewWindowAgg returns a window operator feeding next.
@@ -192,6 +196,13 @@ func (o *WindowAgg[K, T, A, O]) windowHash(k winKey[K]) uint64 {
 
 var errNoEventTime = errors.New("windows need event time: give the source an EventTime (timestamps and watermarks)")
 
+// PushHashed implements HashedInput.
+func (o *WindowAgg[K, T, A, O]) PushHashed(recs []T, ts []int64, hashes []uint64) {
+	o.carried = hashes
+	o.Push(recs, ts)
+	o.carried = nil
+}
+
 // Push implements Input.
 func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 	defer Guard(o.Ctx)
@@ -203,7 +214,7 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 		return
 	}
 	lateness := o.opts.AllowedLateness.Milliseconds()
-	hashKeys(o.keys, recs, &o.klist, &o.hashes)
+	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
 	for i := range recs {
 		k, h := o.klist[i], o.hashes[i]
 		o.assigned = o.windows.assign(ts[i], o.assigned[:0])
@@ -241,7 +252,7 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 // its key's entry in the pane of each of its windows.
 func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 	lateness := o.opts.AllowedLateness.Milliseconds()
-	hashKeys(o.keys, recs, &o.klist, &o.hashes)
+	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
 	if len(recs) > 0 {
 		// Records come mostly in event-time order: the batch's entries are
 		// mostly in the first record's panes. Ask for them ahead of the
