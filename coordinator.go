@@ -64,8 +64,11 @@ type SubtaskCheckpointStats struct {
 	// InflightBytes is the in-flight data an unaligned snapshot persisted.
 	InflightBytes uint64
 	// LoopRecords is, for the head of an iteration (Iterate), the number
-	// of records in transit on its back edge that its snapshot logged.
-	LoopRecords int
+	// of records in transit on its back edge that its snapshot logged;
+	// LoopTimers the number of timers the operators of its body held
+	// pending at their snapshots. A final checkpoint ends the job only if
+	// both are zero at every head.
+	LoopRecords, LoopTimers int
 	// WaitedOn is the input channel whose barrier came last (the one the
 	// subtask waited for longest); -1 for sources.
 	WaitedOn int
@@ -288,6 +291,10 @@ type coordinator struct {
 		queue       []writeJob  // for the writer goroutine
 		commits     []*inflight // written in full, to commit
 		stopped     bool
+		// probeAt is when the next final checkpoint may come, after one
+		// found only timers pending in a loop's body (see probeLater).
+		probeAt    time.Time
+		probeTimer *time.Timer // pokes the trigger loop at probeAt
 	}
 	yield *cpuYielder   // used by the writer goroutine only
 	work  chan struct{} // pokes the writer goroutine
@@ -309,10 +316,15 @@ type inflight struct {
 	subtasks []SubtaskCheckpointStats
 	written  time.Time // when the last part was written
 	timeout  *time.Timer
-	// loopBusy says a loop's head logged records in transit at the
-	// checkpoint: a final one then did not find the loops quiescent, and
-	// notFinal that it was taken for an ordinary one (see commit).
-	loopBusy, notFinal bool
+	// loopRecords are the records in transit on the loops' back edges
+	// that their heads logged in the checkpoint, loopTimers the timers
+	// they found pending in the loops' bodies (the earliest
+	// processing-time one due at loopDue): with either, a final one did
+	// not find the loops quiescent (operator.JudgeLoops), and notFinal
+	// says that it was taken for an ordinary one (see commit).
+	loopRecords, loopTimers int
+	loopDue                 time.Time
+	notFinal                bool
 	// ended is set by whichever of commit, failed and stop reports the
 	// checkpoint's end (EventListener), so that exactly one does.
 	ended atomic.Bool
@@ -367,6 +379,9 @@ func (c *coordinator) start() {
 func (c *coordinator) stop(cause error) {
 	c.mu.Lock()
 	c.mu.stopped = true
+	if c.mu.probeTimer != nil {
+		c.mu.probeTimer.Stop()
+	}
 	var aborted []*inflight
 	for _, f := range c.mu.inflight {
 		f.timeout.Stop()
@@ -517,6 +532,8 @@ func (c *coordinator) begin(now time.Time) *inflight {
 	}
 	special := trig != operator.TriggerPeriodic
 	switch {
+	case final && now.Before(c.mu.probeAt):
+		return nil // a timer of a loop's body is not due yet
 	case special && len(c.mu.inflight) > 0:
 		// The final checkpoint waits for the others to end; so do a stop
 		// and a savepoint, which must be aligned.
@@ -552,6 +569,29 @@ func (c *coordinator) begin(now time.Time) *inflight {
 	}
 	return f
 }
+
+// probeLater holds the next final checkpoint back until the earliest
+// timer pending in a loop's body at f, the last one, is due: nothing went
+// round the loops at f, so nothing happens in them before a timer fires,
+// and a final checkpoint taken sooner would find the same. c.mu is held.
+func (c *coordinator) probeLater(f *inflight, now time.Time) {
+	at := now
+	if !f.loopDue.IsZero() {
+		at = f.loopDue
+	}
+	// NB: a timer due at t fires at its task's first step at or after t:
+	// a probe at t itself would mostly find it still pending.
+	at = at.Add(timerProbeSlack)
+	c.mu.probeAt = at
+	if c.mu.probeTimer != nil {
+		c.mu.probeTimer.Stop()
+	}
+	c.mu.probeTimer = time.AfterFunc(at.Sub(now), func() { signal(c.poke) })
+}
+
+// timerProbeSlack is how long after a pending timer of a loop's body is
+// due the next final checkpoint comes: about a step of the timer's task.
+const timerProbeSlack = time.Millisecond
 
 // Snapshotted implements operator.Coordinator: the report is written as
 // background work of the task's worker, or else by the writer goroutine.
@@ -723,7 +763,7 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 	}
 	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
 		Sync: r.SyncDuration, SyncCPU: r.SyncCPU, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
-		InflightBytes: inflight, LoopRecords: r.LoopRecords}
+		InflightBytes: inflight, LoopRecords: r.LoopRecords, LoopTimers: r.LoopTimers}
 	st.WaitedOn = -1
 	if r.Align.ID != 0 {
 		st.StartDelay = r.Align.StartDelay()
@@ -731,9 +771,13 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		st.WaitedOn = r.Align.WaitedOn
 	}
 	c.timeline(&st, w.task, r)
-	if r.LoopRecords > 0 {
+	if r.LoopRecords > 0 || r.LoopTimers > 0 {
 		c.mu.Lock()
-		f.loopBusy = true
+		f.loopRecords += r.LoopRecords
+		f.loopTimers += r.LoopTimers
+		if d := r.LoopTimersDue; !d.IsZero() && (f.loopDue.IsZero() || d.Before(f.loopDue)) {
+			f.loopDue = d
+		}
 		c.mu.Unlock()
 	}
 	c.ack(f, st, sw.ops, p)
@@ -824,9 +868,10 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 	done := f.acks == len(c.tasks)
 	if done {
 		f.written = time.Now()
-		if f.final && f.loopBusy {
-			// Records were still going round a loop: the job does not end
-			// here, and another final checkpoint follows this one.
+		if f.final && operator.JudgeLoops(f.loopRecords, f.loopTimers) != operator.LoopQuiescent {
+			// Records were still going round a loop, or a timer of a
+			// loop's body could still send one round: the job does not
+			// end here, and another final checkpoint follows this one.
 			f.final, f.notFinal = false, true
 		}
 	}
@@ -921,6 +966,9 @@ func (c *coordinator) commit(f *inflight) {
 	c.mu.lastEnd, c.mu.failures = now, 0
 	if f.notFinal {
 		c.mu.final = 0
+		if operator.JudgeLoops(f.loopRecords, f.loopTimers) == operator.LoopWaiting {
+			c.probeLater(f, now)
+		}
 	}
 	c.mu.Unlock()
 	signal(c.poke) // a final checkpoint may be waiting for this one to end

@@ -6,10 +6,12 @@ import (
 	"github.com/ringflow/ringflow/internal/operator"
 )
 
-// loop is one iteration of a job: its head and its tail nodes.
+// loop is one iteration of a job: its head and its tail nodes, and what
+// gathers the timers of its body for its heads.
 type loop struct {
 	name       string
 	head, tail *node
+	probe      *operator.LoopProbe
 }
 
 // Iterate adds an iteration: a loop whose body feeds records back to its
@@ -59,11 +61,12 @@ func Iterate[T, U any](s Stream[T], name string, body func(feedback Stream[T]) (
 	back.checkTimed(tail.name)
 	var cur *operator.Loop[T] // the back edge of the attempt being built
 	ti := head.out
+	probe := operator.NewLoopProbe(head.parallelism)
 	head.build = func(ctx *operator.Context, down any) ([]any, operator.Operator) {
 		if ctx.Subtask == 0 {
 			// NB: the head's subtasks are built before the tail's: a job
 			// builds its nodes in the order they were added.
-			cur = operator.NewLoop(ti.codec.(operator.Codec[T]), head.parallelism, tail.parallelism)
+			cur = operator.NewLoop(ti.codec.(operator.Codec[T]), head.parallelism, tail.parallelism, probe)
 		}
 		h := cur.Head(ctx, down.(operator.Input[T]))
 		return []any{operator.Input[T](h)}, h
@@ -72,8 +75,63 @@ func Iterate[T, U any](s Stream[T], name string, body func(feedback Stream[T]) (
 		t := cur.Tail(ctx.Subtask)
 		return []any{operator.Input[T](t)}, t
 	}
-	j.loops = append(j.loops, loop{name: name, head: head, tail: tail})
+	j.loops = append(j.loops, loop{name: name, head: head, tail: tail, probe: probe})
 	return out
+}
+
+// loopBodies returns, by node, the loops whose body the node is in: it is
+// on a path from the loop's head to its tail. The paths may go round other
+// loops (nested in the body, or around it), so back edges count as edges.
+func (j *Job) loopBodies() map[*node][]operator.LoopBody {
+	if len(j.loops) == 0 {
+		return nil
+	}
+	headOf, tailOf := map[*node]*node{}, map[*node]*node{}
+	for _, l := range j.loops {
+		headOf[l.tail], tailOf[l.head] = l.head, l.tail
+	}
+	bodies := map[*node][]operator.LoopBody{}
+	for _, l := range j.loops {
+		down := reach(l.head, func(n *node, visit func(*node)) {
+			for _, e := range n.outputs {
+				visit(e.to)
+			}
+			if h := headOf[n]; h != nil {
+				visit(h)
+			}
+		})
+		up := reach(l.tail, func(n *node, visit func(*node)) {
+			for _, e := range n.inputs {
+				visit(e.from)
+			}
+			if t := tailOf[n]; t != nil {
+				visit(t)
+			}
+		})
+		for n := range down {
+			if up[n] && n != l.head && n != l.tail {
+				bodies[n] = append(bodies[n], l.probe)
+			}
+		}
+	}
+	return bodies
+}
+
+// reach returns the nodes reachable from n along next, n included.
+func reach(n *node, next func(n *node, visit func(*node))) map[*node]bool {
+	seen := map[*node]bool{n: true}
+	stack := []*node{n}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		next(n, func(m *node) {
+			if !seen[m] {
+				seen[m] = true
+				stack = append(stack, m)
+			}
+		})
+	}
+	return seen
 }
 
 // validateLoops reports what makes the job's iterations unable to run.

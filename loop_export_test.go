@@ -15,3 +15,14 @@ func LoopReplayOff() bool {
 	operator.NoLoopReplay = *noLoopReplay
 	return *noLoopReplay
 }
+
+// noLoopTimerWait makes loops end without waiting for the timers of their
+// bodies: the timer loop tests must then fail.
+var noLoopTimerWait = flag.Bool("loop.notimerwait", false,
+	"end loops without waiting for their bodies' timers (the timer loop tests should then fail)")
+
+// LoopTimerWaitOff reports whether -loop.notimerwait is set, and applies it.
+func LoopTimerWaitOff() bool {
+	operator.NoLoopTimerWait = *noLoopTimerWait
+	return *noLoopTimerWait
+}

@@ -283,6 +283,8 @@ type physical struct {
 	workerOf map[*operator.Task]*sched.Worker
 	// heads maps each node to the head of its chain, which names its task.
 	heads map[*node]*node
+	// bodies are, by node, the loops whose body it is in.
+	bodies map[*node][]operator.LoopBody
 }
 
 type ringKey struct {
@@ -313,7 +315,8 @@ func (j *Job) plan(checkpoints bool) (*physical, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &physical{job: j, pool: pool, workerOf: map[*operator.Task]*sched.Worker{}, heads: map[*node]*node{}}
+	p := &physical{job: j, pool: pool, workerOf: map[*operator.Task]*sched.Worker{}, heads: map[*node]*node{},
+		bodies: j.loopBodies()}
 	for _, c := range chains {
 		for _, n := range c.nodes {
 			p.heads[n] = c.head()
@@ -453,7 +456,7 @@ func (p *physical) context(n *node, i int) (*operator.Context, error) {
 	return &operator.Context{Operator: n.name, Subtask: i, Parallelism: n.parallelism,
 		MaxParallelism: p.job.cfg.MaxParallelism, KeyGroups: kgs, Timed: timed,
 		Checkpoints: p.job.cfg.Checkpoint.enabled(), HugePages: p.job.cfg.HugePages,
-		Metrics: p.job.metricsOf(n.name, i)}, nil
+		Metrics: p.job.metricsOf(n.name, i), Loops: p.bodies[n]}, nil
 }
 
 func (p *physical) buildGate(n *node, i int, rings map[ringKey]*ring.Ring) (any, map[*sideOut]any, *gateOps, error) {

@@ -50,6 +50,13 @@ type SnapshotReport struct {
 	// cut (see LoopHead). None, at a final checkpoint, says the loop was
 	// quiescent.
 	LoopRecords int
+	// LoopTimers is, for a loop's head, the number of timers the loop's
+	// body held pending at its snapshots of the checkpoint, and
+	// LoopTimersDue when the earliest processing-time one of them is due
+	// (zero: none is). A final checkpoint finds the loop quiescent only if
+	// both LoopRecords and LoopTimers are zero (see LoopHead).
+	LoopTimers    int
+	LoopTimersDue time.Time
 	// Seen and Done are, by input channel, when its barrier was first
 	// seen and when the channel was done with the checkpoint, in Unix
 	// nanoseconds (align.Aligner.ChannelTimes); nil for sources.
@@ -309,12 +316,32 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 		}
 		r.Parts = append(r.Parts, OperatorSnapshot{Operator: t.Ctxs[i].Operator, Subtask: t.Ctxs[i].Subtask, State: s})
 	}
+	t.reportTimers(id)
 	wall := time.Since(start)
 	r.SyncDuration, r.SyncCPU = wall, min(affinity.ThreadCPU()-cpu, wall)
 	t.Checkpoints.syncStep, t.Checkpoints.syncID, t.Checkpoints.syncTook = t.steps, id, r.SyncDuration
 	t.Checkpoints.snap = r
 	t.Checkpoints.last = id
 	return nil
+}
+
+// reportTimers tells the loops around the chain's operators (Context.Loops)
+// of the timers they hold pending at checkpoint id. NB: the snapshot
+// calls it before the barrier goes on, so that the loops' heads have
+// every report once the markers that follow the barrier are back.
+func (t *Task) reportTimers(id uint64) {
+	for i, op := range t.Ops {
+		loops := t.Ctxs[i].Loops
+		th, ok := op.(TimerHolder)
+		if len(loops) == 0 || !ok {
+			continue
+		}
+		if n, due := th.PendingTimers(); n > 0 {
+			for _, l := range loops {
+				l.Timers(id, n, due)
+			}
+		}
+	}
 }
 
 // newReport allocates an empty report with room for the task's parts.

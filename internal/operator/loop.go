@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ringflow/ringflow/internal/invariants"
 )
@@ -54,12 +55,80 @@ import (
 // has snapshotted: what follows it is after the tail's cut.
 //
 // The head also says how many records its log for n holds
-// (SnapshotReport.LoopRecords). A final checkpoint whose heads logged
-// nothing finds every loop quiescent: the sources had ended before it, so
-// nothing entered after it, and every record that was in the body when
-// the barrier passed reached the head before the marker — and would have
-// been logged. Otherwise the coordinator keeps the checkpoint as an
-// ordinary one and takes another final checkpoint.
+// (SnapshotReport.LoopRecords), and how many timers the body's subtasks
+// held pending at their snapshots of n (SnapshotReport.LoopTimers). A
+// body subtask — one whose operator is on a path from the head to the
+// tail (Context.Loops) — tells the loop's LoopProbe of its timers at its
+// snapshot, before it sends the barrier on; every such subtask is
+// upstream of some tail subtask, whose marker comes after that, so the
+// head reads the sum once its log is complete, when every marker is back.
+//
+// A final checkpoint whose heads logged nothing and found no timer
+// pending finds every loop quiescent: the sources had ended before it, so
+// nothing entered after it; every record that was in the body when the
+// barrier passed reached the head before the marker — and would have been
+// logged; and no operator of the body held a timer that could emit later.
+// Nothing can happen in the body any more: an operator emits only on a
+// record or a timer. Otherwise the coordinator keeps the checkpoint as an
+// ordinary one and takes another final checkpoint: at once if records were
+// going round (the probe then waits one round of the loop), or when the
+// earliest pending processing-time timer is due if only timers were
+// pending (SnapshotReport.LoopTimersDue).
+//
+//	log of final n    timers pending at n    verdict
+//	──────────────    ───────────────────    ─────────────────────────────
+//	empty             none                   quiescent: the job ends
+//	records           any                    busy: probe again at once
+//	empty             some                   waiting: probe again when due
+//
+// Event-time timers cannot stay pending at a final checkpoint: the
+// sources send the last watermark (MaxWatermark) before it, which fires
+// them, and a keyed operator fires a timer registered once its watermark
+// is the last as soon as the batch that registered it is processed (see
+// Process). Processing-time timers of the body are waited for: they fire
+// when the wall clock reaches them, and what they feed back goes round
+// like any record. So a body whose operator always holds a processing-time
+// timer keeps its job running, as an unbounded source does.
+
+// LoopVerdict is what a final checkpoint says of a job's loops (see the
+// table above).
+type LoopVerdict uint8
+
+const (
+	// LoopQuiescent: nothing can happen in the loops any more; the job
+	// ends with the checkpoint.
+	LoopQuiescent LoopVerdict = iota
+	// LoopBusy: records were going round; another final checkpoint
+	// follows at once.
+	LoopBusy
+	// LoopWaiting: nothing was going round, but timers of a body were
+	// pending; another final checkpoint follows once the earliest is due.
+	LoopWaiting
+)
+
+// JudgeLoops returns the verdict of a final checkpoint whose heads logged
+// records in transit and found timers pending in their bodies, in all.
+func JudgeLoops(records, timers int) LoopVerdict {
+	switch {
+	case records > 0:
+		return LoopBusy
+	case timers > 0:
+		return LoopWaiting
+	}
+	return LoopQuiescent
+}
+
+func (v LoopVerdict) String() string {
+	switch v {
+	case LoopQuiescent:
+		return "quiescent"
+	case LoopBusy:
+		return "busy"
+	case LoopWaiting:
+		return "waiting for timers"
+	}
+	return fmt.Sprintf("LoopVerdict(%d)", uint8(v))
+}
 
 // LoopBacklogMax is the number of fed-back records waiting at a head above
 // which the head reads no forward input: a few frames' worth, so that the
@@ -76,12 +145,95 @@ type Loop[T any] struct {
 	codec Codec[T]
 	tails int
 	heads []*LoopHead[T]
+	probe *LoopProbe
 }
 
 // NewLoop returns the back edge of a loop with the given number of head
-// and tail subtasks, whose records the codec encodes into the log.
-func NewLoop[T any](codec Codec[T], heads, tails int) *Loop[T] {
-	return &Loop[T]{codec: codec, tails: tails, heads: make([]*LoopHead[T], heads)}
+// and tail subtasks, whose records the codec encodes into the log, and
+// whose body reports its timers to probe.
+func NewLoop[T any](codec Codec[T], heads, tails int, probe *LoopProbe) *Loop[T] {
+	return &Loop[T]{codec: codec, tails: tails, heads: make([]*LoopHead[T], heads), probe: probe}
+}
+
+// LoopBody is a loop as an operator of its body sees it (Context.Loops).
+type LoopBody interface {
+	// Timers says that a subtask of the body held n > 0 timers pending at
+	// its snapshot of checkpoint id, the earliest processing-time one due
+	// at due (zero: none is of processing time). It is called on the
+	// subtask's thread, before the subtask sends the barrier on.
+	Timers(id uint64, n int, due time.Time)
+}
+
+// LoopProbe gathers, by checkpoint, the timers that the subtasks of a
+// loop's body held pending at their snapshots of it, for the loop's heads
+// to read once their logs of it are complete. One serves a loop for the
+// whole job: checkpoint ids are never reused across its attempts.
+type LoopProbe struct {
+	mu struct {
+		sync.Mutex
+		pending map[uint64]probeTimers // checkpoints with timers pending
+		// done is, by head subtask, the last checkpoint whose log the head
+		// completed: logs complete in order, so a checkpoint no later
+		// than every head's is read by all.
+		done []uint64
+	}
+}
+
+// probeTimers is what a loop's body held pending at one checkpoint.
+type probeTimers struct {
+	n   int
+	due time.Time // the earliest processing-time timer; zero: none
+}
+
+var _ LoopBody = (*LoopProbe)(nil)
+
+// NewLoopProbe returns the probe of a loop with the given number of head
+// subtasks.
+func NewLoopProbe(heads int) *LoopProbe {
+	p := &LoopProbe{}
+	p.mu.pending = map[uint64]probeTimers{}
+	p.mu.done = make([]uint64, heads)
+	return p
+}
+
+// Timers implements LoopBody.
+func (p *LoopProbe) Timers(id uint64, n int, due time.Time) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.mu.pending[id]
+	t.n += n
+	if !due.IsZero() && (t.due.IsZero() || due.Before(t.due)) {
+		t.due = due
+	}
+	p.mu.pending[id] = t
+}
+
+// take returns the timers of checkpoint id, whose log head subtask i has
+// completed, and forgets what every head has read.
+func (p *LoopProbe) take(i int, id uint64) probeTimers {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.mu.pending[id]
+	p.mu.done[i] = max(p.mu.done[i], id)
+	floor := slices.Min(p.mu.done)
+	for k := range p.mu.pending {
+		if k <= floor {
+			delete(p.mu.pending, k)
+		}
+	}
+	return t
+}
+
+// drop forgets the timers of an aborted checkpoint. NB: a body subtask
+// may still report for it afterwards; take forgets that entry once every
+// head has completed a later log.
+func (p *LoopProbe) drop(id uint64) {
+	p.mu.Lock()
+	delete(p.mu.pending, id)
+	p.mu.Unlock()
 }
 
 // loopEntry is a batch of fed-back records, or a tail's marker for a
@@ -316,12 +468,29 @@ func (h *LoopHead[T]) marker(k int, id uint64) {
 		if l.waiting == 0 && l.report != nil {
 			r := l.report
 			l.report = nil
-			r.LoopRecords = l.n
-			h.drop(l)
+			h.settle(l, r)
 			h.release(r)
 		}
 	}
 }
+
+// settle fills in r what the complete log l says of the loop at its
+// checkpoint — the records in transit and the timers pending in the body
+// — and drops l.
+func (h *LoopHead[T]) settle(l *loopLog, r *SnapshotReport) {
+	t := h.loop.probe.take(h.ctx.Subtask, l.id)
+	r.LoopRecords = l.n
+	if !NoLoopTimerWait {
+		r.LoopTimers, r.LoopTimersDue = t.n, t.due
+	}
+	h.drop(l)
+}
+
+// NoLoopTimerWait makes heads ignore the timers pending in their loops'
+// bodies, and keyed operators leave the event-time timers registered
+// after the last watermark unfired (see Process). Tests set it to show
+// that their loops need both.
+var NoLoopTimerWait bool
 
 func (h *LoopHead[T]) drop(l *loopLog) {
 	h.logs = slices.DeleteFunc(h.logs, func(x *loopLog) bool { return x == l })
@@ -337,8 +506,7 @@ func (h *LoopHead[T]) Hold(r *SnapshotReport) bool {
 			l.report = r
 			return true
 		}
-		r.LoopRecords = l.n
-		h.drop(l)
+		h.settle(l, r)
 		return false
 	}
 	return false
@@ -441,6 +609,7 @@ func (h *LoopHead[T]) NotifyComplete(uint64) error { return nil }
 // and a marker for it no longer holds a queue.
 func (h *LoopHead[T]) NotifyAborted(id uint64) {
 	h.aborted = max(h.aborted, id)
+	h.loop.probe.drop(id)
 	for _, l := range h.logs {
 		if l.id == id {
 			if l.report != nil {

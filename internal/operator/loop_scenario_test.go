@@ -3,10 +3,12 @@ package operator
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	golden "github.com/ringflow/ringflow/internal/scenario"
 )
@@ -23,8 +25,12 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	snapshot id=N           (the head snapshots N: its log opens)
 //	complete id=N           (the head's task completes its part of N)
 //	abort id=N
+//	timers id=N count=K [due=MS]  (a body subtask held K timers pending at
+//	                        its snapshot of N, the earliest processing-time
+//	                        one due at Unix ms MS)
 //	pump [room=N]           (the task pumps; room: batches the output takes)
 //	state
+//	probe                   (the timers the loop's probe keeps)
 //	write id=N              (the head's snapshot of N writes its log)
 //	restore                 (a new head restores the logs written)
 //
@@ -37,6 +43,7 @@ func TestLoopScenarios(t *testing.T) {
 }
 
 type loopScenario struct {
+	probe *LoopProbe
 	loop  *Loop[int]
 	head  *LoopHead[int]
 	fed   [][]int
@@ -54,11 +61,25 @@ func (s *loopScenario) newHead(tails int) {
 	if err != nil {
 		panic(err)
 	}
-	s.loop = NewLoop[int](codec, 1, tails)
+	if s.probe == nil {
+		// NB: one probe serves every attempt of a loop, so a restored
+		// head keeps it.
+		s.probe = NewLoopProbe(1)
+	}
+	s.loop = NewLoop[int](codec, 1, tails, s.probe)
 	s.head = s.loop.Head(&Context{Operator: "loop", Parallelism: 1}, loopSink{s})
-	s.head.Bind(nil, func(r *SnapshotReport) {
-		s.out = append(s.out, fmt.Sprintf("released checkpoint %d: %d records logged", r.ID, r.LoopRecords))
-	})
+	s.head.Bind(nil, func(r *SnapshotReport) { s.out = append(s.out, "released "+verdict(r)) })
+}
+
+// verdict says what a head's report of a checkpoint says of its loop, as
+// a final checkpoint would judge it.
+func verdict(r *SnapshotReport) string {
+	due := ""
+	if !r.LoopTimersDue.IsZero() {
+		due = fmt.Sprintf(" (due at %d)", r.LoopTimersDue.UnixMilli())
+	}
+	return fmt.Sprintf("checkpoint %d: %d records logged, %d timers pending%s: %v",
+		r.ID, r.LoopRecords, r.LoopTimers, due, JudgeLoops(r.LoopRecords, r.LoopTimers))
 }
 
 func (s *loopScenario) run(t *testing.T, c golden.Command) []string {
@@ -66,6 +87,7 @@ func (s *loopScenario) run(t *testing.T, c golden.Command) []string {
 	id := uint64(c.Int(t, "id", 0))
 	switch c.Name {
 	case "init":
+		s.probe = nil
 		s.newHead(c.Int(t, "tails", 1))
 		s.snaps = map[uint64]StateSnapshot{}
 		return []string{"ok"}
@@ -85,10 +107,18 @@ func (s *loopScenario) run(t *testing.T, c golden.Command) []string {
 		s.snaps[id] = snap
 		return []string{"ok"}
 	case "complete":
-		if s.head.Hold(&SnapshotReport{ID: id}) {
+		r := &SnapshotReport{ID: id}
+		if s.head.Hold(r) {
 			return []string{"held until the markers are back"}
 		}
-		return []string{"goes now"}
+		return []string{"goes now: " + verdict(r)}
+	case "timers":
+		var due time.Time
+		if ms := c.Int(t, "due", 0); ms != 0 {
+			due = time.UnixMilli(int64(ms))
+		}
+		s.probe.Timers(id, c.Int(t, "count", 0), due)
+		return []string{"ok"}
 	case "abort":
 		s.head.NotifyAborted(id)
 		return []string{"ok"}
@@ -103,6 +133,8 @@ func (s *loopScenario) run(t *testing.T, c golden.Command) []string {
 		return append(out, s.out...)
 	case "state":
 		return s.state()
+	case "probe":
+		return s.probeState()
 	case "write":
 		w := &blobWriter{}
 		if err := s.snaps[id].WriteTo(w); err != nil {
@@ -146,6 +178,18 @@ func (s *loopScenario) state() []string {
 		}
 		out = append(out, fmt.Sprintf("log %d: %d records, open for tails [%s], report held=%v",
 			l.id, l.n, strings.Join(open, " "), l.report != nil))
+	}
+	return out
+}
+
+// probeState lists the timers the probe still keeps, by checkpoint.
+func (s *loopScenario) probeState() []string {
+	p := s.probe
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := []string{fmt.Sprintf("heads done up to %v", p.mu.done)}
+	for _, id := range slices.Sorted(maps.Keys(p.mu.pending)) {
+		out = append(out, fmt.Sprintf("checkpoint %d: %d timers", id, p.mu.pending[id].n))
 	}
 	return out
 }

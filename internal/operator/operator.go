@@ -94,6 +94,11 @@ type Context struct {
 	// SideOutputs are the side outputs of the instance the job reads, by
 	// name (see OutputTag); nil if it reads none.
 	SideOutputs map[string]SideOutput
+	// Loops are the loops whose body the instance is in (it is on a path
+	// from a loop's head to its tail, nested loops' back edges included):
+	// at each snapshot the task tells them of the timers the instance
+	// holds pending (TimerHolder), which keep a loop from ending.
+	Loops []LoopBody
 
 	// idleWork is what the instance's state does while its task has no
 	// records waiting (see Task.idleStatus): each call does a piece of a

@@ -342,6 +342,24 @@ func (p *Process[K, T, O]) PushHashed(recs []T, ts []int64, hashes []uint64) {
 	p.carried = nil
 }
 
+// TimerHolder is an operator with timers that user code registers (and
+// that are not the operator's own bookkeeping, as a window's are: those all
+// fire at the last watermark, and no record after it opens a window). A
+// loop whose body holds one ends only once none is pending (see LoopHead).
+type TimerHolder interface {
+	// PendingTimers returns the number of timers registered and not
+	// fired, and when the earliest processing-time one is due (zero: none
+	// is).
+	PendingTimers() (n int, due time.Time)
+}
+
+var _ TimerHolder = (*Process[int, int, int])(nil)
+
+// PendingTimers implements TimerHolder.
+func (p *Process[K, T, O]) PendingTimers() (int, time.Time) {
+	return p.event.len() + p.proc.len(), p.Deadline()
+}
+
 // Push implements Input.
 func (p *Process[K, T, O]) Push(recs []T, ts []int64) {
 	defer Guard(p.Ctx)
@@ -358,6 +376,18 @@ func (p *Process[K, T, O]) Push(recs []T, ts []int64) {
 	}
 	p.out.flush(p.next)
 	p.sides.flush()
+	p.fireAfterEnd()
+}
+
+// fireAfterEnd fires the event-time timers registered once the watermark
+// was the last (MaxWatermark). A timer behind the watermark fires at the
+// next one, as in Flink; after the last there is none, and records still
+// come after it inside a loop (and downstream of one): the batch that
+// registered them is their watermark.
+func (p *Process[K, T, O]) fireAfterEnd() {
+	if p.cur.wm == MaxWatermark && p.event.len() > 0 && !NoLoopTimerWait {
+		p.fireTimers(&p.event, MaxWatermark, EventTime)
+	}
 }
 
 // Watermark implements Operator: event-time timers up to wm fire.
@@ -374,6 +404,7 @@ func (p *Process[K, T, O]) Tick(now time.Time) {
 	}
 	defer Guard(p.Ctx)
 	p.fireTimers(&p.proc, now.UnixMilli(), ProcessingTime)
+	p.fireAfterEnd() // those the processing-time timers registered
 }
 
 // Deadline implements Ticker.

@@ -1,0 +1,159 @@
+package ringflow_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow"
+)
+
+// tick is a record of the timer loop: each round it waits in a keyed
+// timer, which sends it on.
+type tick struct {
+	ID    uint64
+	TS    int64
+	Round uint32
+	Seen  uint32 // the record's visits as its key's state counted them
+}
+
+const tickRounds = 5
+
+// tickDelay is how long a record waits in a processing-time timer: longer
+// than a checkpoint takes to go round the loop, so that a final checkpoint
+// mostly finds every record waiting in a timer.
+const tickDelay = 5 * time.Millisecond
+
+// delay holds each record in keyed state until a timer of its key fires,
+// and then sends it on, a round later: every round of the loop goes
+// through a timer. It counts each key's visits in its state.
+type delay struct {
+	domain ringflow.TimeDomain
+	held   *ringflow.ValueState[uint64, tick]
+	visits *ringflow.ValueState[uint64, uint32]
+}
+
+func (d *delay) Open(s *ringflow.KeyedScope[uint64]) error {
+	d.held = ringflow.NewValueState[uint64, tick](s, "held")
+	d.visits = ringflow.NewValueState[uint64, uint32](s, "visits")
+	return nil
+}
+
+func (d *delay) Process(ctx *ringflow.KeyedContext[uint64], r tick, _ *ringflow.Collector[tick]) error {
+	if _, ok := d.held.Value(); ok {
+		return fmt.Errorf("record %d: a second record of the key while one waits", r.ID)
+	}
+	v, _ := d.visits.Value()
+	v++
+	d.visits.Update(v)
+	r.Seen = v
+	d.held.Update(r)
+	if d.domain == ringflow.EventTime {
+		ctx.RegisterEventTimer(ctx.Timestamp())
+	} else {
+		ctx.RegisterProcessingTimer(time.Now().Add(tickDelay))
+	}
+	return nil
+}
+
+func (d *delay) OnTimer(_ *ringflow.KeyedContext[uint64], _ int64, _ ringflow.TimeDomain, out *ringflow.Collector[tick]) error {
+	r, ok := d.held.Value()
+	if !ok {
+		return nil
+	}
+	d.held.Clear()
+	r.Round++
+	out.Emit(r)
+	return nil
+}
+
+// timerLoopJob is the timer loop: every record goes round tickRounds
+// times, each round through a failing map and a keyed timer of the
+// domain, and leaves as "id visits" into a transactional file sink.
+func timerLoopJob(dir string, n int, domain ringflow.TimeDomain, mode checkpointMode, failAt []int64,
+	failures, seen *atomic.Int64) *ringflow.Job {
+	ck := mode.ck
+	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
+	job := ringflow.NewJob(ringflow.Config{Logger: quietLogger(), Parallelism: 2, Workers: 2, BatchSize: 64,
+		RingCapacity: 16 << 10, FrameBytes: 1 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
+	src := ringflow.SourceWithEventTime(job, "src", ringflow.Generate(func(i uint64) tick { return tick{ID: i, TS: int64(i)} },
+		ringflow.GenOptions{Count: uint64(n)}), ringflow.WatermarkStrategy[tick]{Timestamp: func(r tick) int64 { return r.TS }},
+		ringflow.Parallelism(2))
+	out := ringflow.Iterate(src, "loop", func(in ringflow.Stream[tick]) (ringflow.Stream[tick], ringflow.Stream[string]) {
+		failing := ringflow.Map(in, "failing", failing[tick](job, failAt, failures, seen))
+		next := ringflow.Process(ringflow.KeyBy(failing, func(r tick) uint64 { return r.ID }), "delay",
+			func() ringflow.ProcessFunc[uint64, tick, tick] { return &delay{domain: domain} })
+		back := ringflow.Filter(next, "again", func(r tick) bool { return r.Round < tickRounds })
+		done := ringflow.Filter(next, "done", func(r tick) bool { return r.Round == tickRounds })
+		return back, ringflow.Map(done, "fmt", func(r tick) string { return fmt.Sprintf("%d %d", r.ID, r.Seen) })
+	})
+	ringflow.TxnSink(out, "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	return job
+}
+
+// TestIterateWaitsForTimers runs a loop whose every round waits in a
+// keyed timer of the body, event time and processing time, under a
+// seeded failure, in the checkpoint modes: after it, each record left the
+// loop exactly once, having visited the timer's operator exactly
+// tickRounds times. The job ends on its own, so its end waited for the
+// timers: with -loop.notimerwait it fails, a record waiting in a timer at
+// the end is lost.
+func TestIterateWaitsForTimers(t *testing.T) {
+	ringflow.LoopTimerWaitOff()
+	base := seeds.Seed(t)
+	restoredSome := false
+	defer func() {
+		if !t.Failed() && !restoredSome {
+			t.Error("no run restored a checkpoint: the test did not exercise recovery")
+		}
+	}()
+	modes := []checkpointMode{checkpointModes[0], checkpointModes[1], checkpointModes[2]}
+	domains := []ringflow.TimeDomain{ringflow.EventTime, ringflow.ProcessingTime}
+	for i := range 2 * len(modes) {
+		seed := base + uint64(i)
+		mode, domain := modes[i%len(modes)], domains[i/len(modes)]
+		name := map[ringflow.TimeDomain]string{ringflow.EventTime: "event", ringflow.ProcessingTime: "processing"}[domain]
+		t.Run(fmt.Sprintf("%s/%s/%d", name, mode.name, seed), func(t *testing.T) {
+			const n = 3000
+			rnd := rand.New(rand.NewPCG(seed, 17))
+			failAt := []int64{1 + rnd.Int64N(n*tickRounds)}
+			dir := t.TempDir()
+			var failures, seen atomic.Int64
+			job := timerLoopJob(dir, n, domain, mode, failAt, &failures, &seen)
+			run(t, job)
+			want := make([]string, n)
+			for i := range want {
+				want[i] = fmt.Sprintf("%d %d", i, tickRounds)
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+			if job.Restarts() != int(failures.Load()) || failures.Load() != 1 {
+				t.Fatalf("%d restarts, %d failures injected (of %d planned)", job.Restarts(), failures.Load(), len(failAt))
+			}
+			cps := job.Checkpoints()
+			last := cps[len(cps)-1]
+			if !last.Final {
+				t.Fatalf("the last of %d checkpoints is not final", len(cps))
+			}
+			timers := 0
+			for _, cp := range cps {
+				for _, st := range cp.Subtasks {
+					timers += st.LoopTimers
+				}
+			}
+			for _, st := range last.Subtasks {
+				if st.LoopRecords != 0 || st.LoopTimers != 0 {
+					t.Fatalf("final checkpoint %d: %s#%d logged %d records, found %d timers pending",
+						last.ID, st.Operator, st.Subtask, st.LoopRecords, st.LoopTimers)
+				}
+			}
+			t.Logf("failure at %v; %d checkpoints, their heads found %d timers pending in all; restored from checkpoint %d",
+				failAt, len(cps), timers, job.RestoredFrom())
+			if job.RestoredFrom() > 0 {
+				restoredSome = true
+			}
+		})
+	}
+}
