@@ -249,15 +249,41 @@
 // the restore.
 //
 // A bounded job whose sources have ended finishes when its loops are
-// quiescent. Its final checkpoint (aligned, as always) doubles as the
-// probe: if a head logged any record in it, something was still going
-// round, and the checkpoint is kept as an ordinary one; another final
-// checkpoint follows until one finds every log empty — then no record was
-// in the body when the barrier went through it, none can enter, and the
+// quiescent: no record in flight on any loop, and no timer pending in any
+// loop's body (its operators on a path from the head to the tail). Its
+// final checkpoint (aligned, as always) doubles as the probe: each head
+// says how many records it logged, and how many timers the subtasks of
+// its body held pending at their snapshots (they tell the loop before
+// they send the barrier on, so the head has every count once the markers
+// are back); SubtaskCheckpointStats.LoopTimers shows the count. If a head
+// logged a record, something was still going round: the checkpoint is
+// kept as an ordinary one, and another final checkpoint follows at once.
+// If none did but a timer was pending, the next final checkpoint waits
+// until the earliest pending processing-time timer is due. Once one finds
+// every log empty and no timer pending, no record was in a body when the
+// barrier went through it, none can enter, no timer can emit one, and the
 // job ends after that checkpoint. A loop of d rounds thus ends after
-// about d checkpoints of it. Timers in the body are not waited for, and
-// event time in a loop follows its input only: a fed-back record is late
-// for windows its input's watermark has passed.
+// about d checkpoints of it.
+//
+// Event-time timers are no obstacle: the last watermark, which the sources
+// send at the end of their input, reaches every operator before the final
+// checkpoint and fires them; a keyed operator (Process) fires a timer
+// registered after it — by a record going round — once the batch that
+// registered it is processed, since no watermark follows the last. What
+// they emit goes round before the loop is quiescent. Processing-time
+// timers in a body are waited for, where Flink fires none at the end of
+// input: a record one emits may go round again, and a job that ended
+// before it fired would lose it. A body that always holds a
+// processing-time timer, one that registers the next from OnTimer, keeps
+// its job running, as an unbounded source does; delete it once the key's
+// work is done. Timers outside loop bodies are not waited for. Event time
+// in a loop follows its input only: a fed-back record is late for windows
+// its input's watermark has passed.
+//
+// Loops nest: a body may hold an iteration of its own, whose head aligns
+// the outer loop's barriers on its input like any operator, and whose
+// operators are in both bodies. The job ends when every loop is quiescent
+// at one final checkpoint.
 //
 // # Savepoints and stopping
 //

@@ -27,13 +27,25 @@ type loop struct {
 //		return ringflow.Filter(next, "again", notOne), ringflow.Filter(next, "reached 1", isOne)
 //	})
 //
-// The body may hold keyed state and use every operator; its checkpoints
-// hold the records in transit on the back edge (see [Iterations] in the
-// package doc). The loop's head runs at the parallelism opts give (or
-// Config.Parallelism), and so does the operator that feeds records back,
-// named name+".back". A job with an iteration needs exactly-once
-// checkpoints (Config.Checkpoint.Interval > 0): its end is detected by
-// them.
+// The body may hold keyed state and timers, use every operator, and hold
+// iterations of its own (nested loops); its checkpoints hold the records
+// in transit on the back edge (see [Iterations] in the package doc). The
+// loop's head runs at the parallelism opts give (or Config.Parallelism),
+// and so does the operator that feeds records back, named name+".back".
+//
+// A job with an iteration needs exactly-once checkpoints
+// (Config.Checkpoint.Interval > 0): its end is detected by them. Once its
+// sources have ended, a bounded job ends when its loops are quiescent: no
+// record is going round any loop, and no operator of a body (one on a
+// path from its loop's head to the records it sends back) holds a timer
+// pending. Event-time timers all fire at the end of input, whose
+// watermark is the last, also those registered after it, which fire once
+// the batch that registered them is processed; what they emit goes round
+// before the job ends. Processing-time timers of a body are waited for
+// until they fire, unlike those elsewhere: what one emits may go round
+// again, and would otherwise be lost. A body that always holds a
+// processing-time timer (one that registers the next from OnTimer) keeps
+// its job running, as an unbounded source does.
 func Iterate[T, U any](s Stream[T], name string, body func(feedback Stream[T]) (back Stream[T], out Stream[U]), opts ...Option) Stream[U] {
 	j := s.job
 	head, o := j.addNode(name, opts, s.srcs)
@@ -80,8 +92,9 @@ func Iterate[T, U any](s Stream[T], name string, body func(feedback Stream[T]) (
 }
 
 // loopBodies returns, by node, the loops whose body the node is in: it is
-// on a path from the loop's head to its tail. The paths may go round other
-// loops (nested in the body, or around it), so back edges count as edges.
+// on a path from the loop's head to its tail that does not pass the head
+// again. Such a path may go round a loop nested in the body, so back edges
+// count as edges.
 func (j *Job) loopBodies() map[*node][]operator.LoopBody {
 	if len(j.loops) == 0 {
 		return nil
@@ -92,7 +105,7 @@ func (j *Job) loopBodies() map[*node][]operator.LoopBody {
 	}
 	bodies := map[*node][]operator.LoopBody{}
 	for _, l := range j.loops {
-		down := reach(l.head, func(n *node, visit func(*node)) {
+		down := reach(l.head, l.tail, func(n *node, visit func(*node)) {
 			for _, e := range n.outputs {
 				visit(e.to)
 			}
@@ -100,7 +113,7 @@ func (j *Job) loopBodies() map[*node][]operator.LoopBody {
 				visit(h)
 			}
 		})
-		up := reach(l.tail, func(n *node, visit func(*node)) {
+		up := reach(l.tail, l.head, func(n *node, visit func(*node)) {
 			for _, e := range n.inputs {
 				visit(e.from)
 			}
@@ -117,13 +130,17 @@ func (j *Job) loopBodies() map[*node][]operator.LoopBody {
 	return bodies
 }
 
-// reach returns the nodes reachable from n along next, n included.
-func reach(n *node, next func(n *node, visit func(*node))) map[*node]bool {
+// reach returns the nodes reachable from n along next, n included, not
+// going on from stop.
+func reach(n, stop *node, next func(n *node, visit func(*node))) map[*node]bool {
 	seen := map[*node]bool{n: true}
 	stack := []*node{n}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if n == stop {
+			continue
+		}
 		next(n, func(m *node) {
 			if !seen[m] {
 				seen[m] = true

@@ -17,6 +17,7 @@ type tick struct {
 	ID    uint64
 	TS    int64
 	Round uint32
+	Outer uint32 // rounds of the outer loop, in nested loops
 	Seen  uint32 // the record's visits as its key's state counted them
 }
 
@@ -151,6 +152,108 @@ func TestIterateWaitsForTimers(t *testing.T) {
 			}
 			t.Logf("failure at %v; %d checkpoints, their heads found %d timers pending in all; restored from checkpoint %d",
 				failAt, len(cps), timers, job.RestoredFrom())
+			if job.RestoredFrom() > 0 {
+				restoredSome = true
+			}
+		})
+	}
+}
+
+const innerRounds, outerRounds = 3, 4
+
+// nestedLoopJob is a loop inside another's body: each round of the outer
+// loop, a record goes innerRounds times round the inner one, waiting each
+// time in a keyed timer of the domain, and leaves the outer loop after
+// outerRounds rounds as "id visits" into a transactional file sink.
+func nestedLoopJob(dir string, n int, domain ringflow.TimeDomain, mode checkpointMode, failAt []int64,
+	failures, seen *atomic.Int64) *ringflow.Job {
+	ck := mode.ck
+	ck.Interval, ck.StateDir = 2*time.Millisecond, filepath.Join(dir, "state")
+	job := ringflow.NewJob(ringflow.Config{Logger: quietLogger(), Parallelism: 2, Workers: 2, BatchSize: 64,
+		RingCapacity: 16 << 10, FrameBytes: 1 << 10, Checkpoint: ck, Restart: ringflow.RestartStrategy{Attempts: len(failAt)}})
+	src := ringflow.SourceWithEventTime(job, "src", ringflow.Generate(func(i uint64) tick { return tick{ID: i, TS: int64(i)} },
+		ringflow.GenOptions{Count: uint64(n)}), ringflow.WatermarkStrategy[tick]{Timestamp: func(r tick) int64 { return r.TS }},
+		ringflow.Parallelism(2))
+	out := ringflow.Iterate(src, "outer", func(in ringflow.Stream[tick]) (ringflow.Stream[tick], ringflow.Stream[string]) {
+		in = ringflow.Map(in, "failing", failing[tick](job, failAt, failures, seen))
+		inner := ringflow.Iterate(in, "inner", func(in ringflow.Stream[tick]) (ringflow.Stream[tick], ringflow.Stream[tick]) {
+			next := ringflow.Process(ringflow.KeyBy(in, func(r tick) uint64 { return r.ID }), "delay",
+				func() ringflow.ProcessFunc[uint64, tick, tick] { return &delay{domain: domain} })
+			return ringflow.Filter(next, "inner again", func(r tick) bool { return r.Round%innerRounds != 0 }),
+				ringflow.Filter(next, "inner done", func(r tick) bool { return r.Round%innerRounds == 0 })
+		}, ringflow.Parallelism(3))
+		next := ringflow.Map(inner, "outer step", func(r tick) tick { r.Outer++; return r })
+		back := ringflow.Filter(next, "outer again", func(r tick) bool { return r.Outer < outerRounds })
+		done := ringflow.Filter(next, "outer done", func(r tick) bool { return r.Outer == outerRounds })
+		return back, ringflow.Map(done, "fmt", func(r tick) string { return fmt.Sprintf("%d %d", r.ID, r.Seen) })
+	})
+	ringflow.TxnSink(out, "out", ringflow.FileSink(filepath.Join(dir, "out")))
+	return job
+}
+
+// TestIterateNested runs a loop inside another's body, whose inner rounds
+// wait in keyed timers, under a seeded failure, in the checkpoint modes:
+// after it, each record left the outer loop exactly once, having visited
+// the inner body exactly outerRounds*innerRounds times, and the job ended
+// on a final checkpoint that found both loops quiescent.
+func TestIterateNested(t *testing.T) {
+	ringflow.LoopReplayOff()
+	ringflow.LoopTimerWaitOff()
+	base := seeds.Seed(t)
+	restoredSome := false
+	defer func() {
+		if !t.Failed() && !restoredSome {
+			t.Error("no run restored a checkpoint: the test did not exercise recovery")
+		}
+	}()
+	modes := []checkpointMode{checkpointModes[0], checkpointModes[1], checkpointModes[2]}
+	domains := []ringflow.TimeDomain{ringflow.EventTime, ringflow.ProcessingTime}
+	for i := range 2 * len(modes) {
+		seed := base + uint64(i)
+		mode, domain := modes[i%len(modes)], domains[i/len(modes)]
+		name := map[ringflow.TimeDomain]string{ringflow.EventTime: "event", ringflow.ProcessingTime: "processing"}[domain]
+		t.Run(fmt.Sprintf("%s/%s/%d", name, mode.name, seed), func(t *testing.T) {
+			const n = 2000
+			rnd := rand.New(rand.NewPCG(seed, 19))
+			failAt := []int64{1 + rnd.Int64N(n*outerRounds)}
+			dir := t.TempDir()
+			var failures, seen atomic.Int64
+			job := nestedLoopJob(dir, n, domain, mode, failAt, &failures, &seen)
+			run(t, job)
+			want := make([]string, n)
+			for i := range want {
+				want[i] = fmt.Sprintf("%d %d", i, outerRounds*innerRounds)
+			}
+			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
+			if job.Restarts() != int(failures.Load()) || failures.Load() != 1 {
+				t.Fatalf("%d restarts, %d failures injected (of %d planned)", job.Restarts(), failures.Load(), len(failAt))
+			}
+			cps := job.Checkpoints()
+			last := cps[len(cps)-1]
+			if !last.Final {
+				t.Fatalf("the last of %d checkpoints is not final", len(cps))
+			}
+			heads := map[string]int{}
+			logged := 0
+			for _, cp := range cps {
+				for _, st := range cp.Subtasks {
+					logged += st.LoopRecords
+				}
+			}
+			for _, st := range last.Subtasks {
+				if st.Operator == "outer" || st.Operator == "inner" {
+					heads[st.Operator]++
+				}
+				if st.LoopRecords != 0 || st.LoopTimers != 0 {
+					t.Fatalf("final checkpoint %d: %s#%d logged %d records, found %d timers pending",
+						last.ID, st.Operator, st.Subtask, st.LoopRecords, st.LoopTimers)
+				}
+			}
+			if heads["outer"] != 2 || heads["inner"] != 3 {
+				t.Fatalf("final checkpoint %d: parts of the heads %v, want outer 2, inner 3", last.ID, heads)
+			}
+			t.Logf("failure at %v; %d checkpoints logged %d records in transit; restored from checkpoint %d",
+				failAt, len(cps), logged, job.RestoredFrom())
 			if job.RestoredFrom() > 0 {
 				restoredSome = true
 			}
