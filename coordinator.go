@@ -65,9 +65,10 @@ type SubtaskCheckpointStats struct {
 	InflightBytes uint64
 	// LoopRecords is, for the head of an iteration (Iterate), the number
 	// of records in transit on its back edge that its snapshot logged;
-	// LoopTimers the number of timers the operators of its body held
-	// pending at their snapshots. A final checkpoint ends the job only if
-	// both are zero at every head.
+	// LoopTimers the number of timers the operators of the loop's body, all
+	// their subtasks, held pending at their snapshots (each subtask of a
+	// head reports the same count). A final checkpoint ends the job only
+	// if both are zero at every head.
 	LoopRecords, LoopTimers int
 	// WaitedOn is the input channel whose barrier came last (the one the
 	// subtask waited for longest); -1 for sources.

@@ -150,7 +150,7 @@ func TestIterateWaitsForTimers(t *testing.T) {
 						last.ID, st.Operator, st.Subtask, st.LoopRecords, st.LoopTimers)
 				}
 			}
-			t.Logf("failure at %v; %d checkpoints, their heads found %d timers pending in all; restored from checkpoint %d",
+			t.Logf("failure at %v; %d checkpoints, their head subtasks counted %d pending timers in all; restored from checkpoint %d",
 				failAt, len(cps), timers, job.RestoredFrom())
 			if job.RestoredFrom() > 0 {
 				restoredSome = true

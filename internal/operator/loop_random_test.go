@@ -2,9 +2,11 @@ package operator
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestLoopRandom drives a loop head with seeded random interleavings of
@@ -14,16 +16,21 @@ import (
 // is fed into the loop once, in its tail's order, and the log of each
 // checkpoint that completes holds exactly the records a tail fed before
 // its marker of that checkpoint and the head took after its snapshot —
-// invariant 7, never both, never neither.
+// invariant 7, never both, never neither — and that each released part
+// counts the timers the body reported for its checkpoint before the
+// markers were back, and the probe forgets them after.
 func TestLoopRandom(t *testing.T) {
 	base := seeds.Seed(t)
-	logged := 0
+	logged, timers := 0, 0
 	for i := range 200 {
 		seed := base + uint64(i)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { logged += loopRandom(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			l, tm := loopRandom(t, seed)
+			logged, timers = logged+l, timers+tm
+		})
 	}
-	if logged == 0 {
-		t.Fatal("no checkpoint logged a record: the runs did not exercise the log")
+	if logged == 0 || timers == 0 {
+		t.Fatalf("completed checkpoints logged %d records, counted %d timers: the runs did not exercise both", logged, timers)
 	}
 }
 
@@ -36,14 +43,14 @@ type loopOracle struct {
 }
 
 // loopRandom runs one interleaving and returns the records the completed
-// checkpoints logged.
-func loopRandom(t *testing.T, seed uint64) int {
+// checkpoints logged and the timers they counted.
+func loopRandom(t *testing.T, seed uint64) (int, int) {
 	rnd := rand.New(rand.NewPCG(seed, 0x100b))
 	tails := 1 + rnd.IntN(3)
 	var s loopScenario
 	s.newHead(tails)
-	released := map[uint64]int{}
-	s.head.Bind(nil, func(r *SnapshotReport) { released[r.ID] = r.LoopRecords })
+	released, timers, reported := map[uint64]int{}, map[uint64]int{}, map[uint64]int{}
+	s.head.Bind(nil, func(r *SnapshotReport) { released[r.ID], timers[r.ID] = r.LoopRecords, r.LoopTimers })
 	cps := map[uint64]*loopOracle{}
 	var nextID uint64 = 1
 	snapped := uint64(0) // the head's last snapshot
@@ -52,7 +59,7 @@ func loopRandom(t *testing.T, seed uint64) int {
 	var got []int
 	s.fed = nil
 	for step := 1; step <= 300; step++ {
-		switch op := rnd.IntN(10); {
+		switch op := rnd.IntN(11); {
 		case op < 4: // a tail feeds a batch back
 			k := rnd.IntN(tails)
 			var recs []int
@@ -82,10 +89,11 @@ func loopRandom(t *testing.T, seed uint64) int {
 			if _, err := s.head.SnapshotState(id); err != nil {
 				t.Fatal(err)
 			}
-			if s.head.Hold(&SnapshotReport{ID: id}) {
+			r := &SnapshotReport{ID: id}
+			if s.head.Hold(r) {
 				break
 			}
-			released[id] = 0 // went at once: nothing was in transit
+			released[id], timers[id] = 0, r.LoopTimers // went at once: nothing was in transit
 		case op < 9: // the head pumps
 			room := rnd.IntN(4)
 			s.fed = nil
@@ -95,6 +103,20 @@ func loopRandom(t *testing.T, seed uint64) int {
 					got = append(got, r)
 					takenAt[r] = step
 				}
+			}
+		case op == 10: // a body subtask reports timers for a checkpoint, before some tail's marker of it
+			if len(cps) == 0 {
+				break
+			}
+			ids := slices.Sorted(maps.Keys(cps))
+			id := ids[rnd.IntN(len(ids))]
+			if !slices.Contains(cps[id].markAt, 0) {
+				break
+			}
+			n := 1 + rnd.IntN(3)
+			s.probe.Timers(id, n, time.Time{})
+			if !cps[id].aborted {
+				reported[id] += n
 			}
 		default: // the oldest checkpoint still held is aborted
 			for id := uint64(1); id < nextID; id++ {
@@ -126,7 +148,19 @@ func loopRandom(t *testing.T, seed uint64) int {
 		if n != want {
 			t.Fatalf("checkpoint %d: %d records logged, want %d (fed before the marker, taken after the snapshot)", id, n, want)
 		}
+		if timers[id] != reported[id] {
+			t.Fatalf("checkpoint %d: %d timers pending, %d reported before its markers were back", id, timers[id], reported[id])
+		}
 	}
+	// The probe keeps nothing for a checkpoint the head completed or
+	// before.
+	s.probe.mu.Lock()
+	for id := range s.probe.mu.pending {
+		if _, ok := released[id]; ok || id <= s.probe.mu.done[0] {
+			t.Fatalf("the probe still keeps checkpoint %d (released: %v; the head is done up to %d)", id, ok, s.probe.mu.done[0])
+		}
+	}
+	s.probe.mu.Unlock()
 	// Every record the head took, once, each tail's in order.
 	for k := range tails {
 		var order []int
@@ -146,9 +180,9 @@ func loopRandom(t *testing.T, seed uint64) int {
 		}
 		seen[r] = true
 	}
-	logged := 0
-	for _, n := range released {
-		logged += n
+	logged, counted := 0, 0
+	for id, n := range released {
+		logged, counted = logged+n, counted+timers[id]
 	}
-	return logged
+	return logged, counted
 }
