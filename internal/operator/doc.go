@@ -52,7 +52,11 @@
 // handled between its reads. A task's watermark is the minimum over its
 // inputs that are neither ended nor idle; if all are idle, its output is
 // marked idle. At the end of input the watermark jumps to MaxWatermark, so
-// every window and event-time timer fires.
+// every window and event-time timer fires; records can still come after it
+// inside a loop and downstream of one, and a keyed process fires the
+// event-time timers they register once their batch is processed (no
+// watermark follows the last). A loop ends only once its body holds no
+// pending timer (see LoopHead).
 //
 // # Keyed state and checkpoints
 //

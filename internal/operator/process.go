@@ -84,7 +84,9 @@ func (c *KeyedContext[K]) Timestamp() int64 { return c.ts }
 // Watermark returns the current event-time watermark.
 func (c *KeyedContext[K]) Watermark() int64 { return c.wm }
 
-// RegisterEventTimer asks for OnTimer when the watermark reaches ts.
+// RegisterEventTimer asks for OnTimer when the watermark reaches ts: at the
+// next watermark if it has passed ts already, or, once the watermark is
+// the last (MaxWatermark), when the current batch has been processed.
 func (c *KeyedContext[K]) RegisterEventTimer(ts int64) {
 	c.op.timer(ts, EventTime, c.key, c.hash, false)
 }
