@@ -23,10 +23,11 @@ type tick struct {
 
 const tickRounds = 5
 
-// tickDelay is how long a record waits in a processing-time timer: longer
-// than a checkpoint takes to go round the loop, so that a final checkpoint
-// mostly finds every record waiting in a timer.
-const tickDelay = 5 * time.Millisecond
+// tickDelay is how long a record waits in a processing-time timer: long
+// enough that the records go round in waves, with nothing in transit on
+// the loop between them, so that a final checkpoint that did not wait
+// for timers would find the loop empty while every record waits in one.
+const tickDelay = 20 * time.Millisecond
 
 // delay holds each record in keyed state until a timer of its key fires,
 // and then sends it on, a round later: every round of the loop goes
