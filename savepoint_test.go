@@ -77,7 +77,7 @@ func (c spJob) build() *ringflow.Job {
 // newSPJob returns the first job of a savepoint test, in dir: paced, so
 // that it can be stopped part-way.
 func newSPJob(t *testing.T, dir string) spJob {
-	return spJob{evs: makeEvents(seeds.Seed(t), 60_000, 300, 0), par: 2, rate: 40_000,
+	return spJob{evs: makeEvents(seeds.Seed(t), 60_000, 300, 0), par: 2, rate: 20_000,
 		out: filepath.Join(dir, "out"), state: filepath.Join(dir, "state"), savepoints: filepath.Join(dir, "savepoints")}
 }
 
@@ -718,7 +718,7 @@ func TestSavepointRescaleSource(t *testing.T) {
 		return job
 	}
 	out := filepath.Join(dir, "out")
-	first := build(2, 40_000, out, filepath.Join(dir, "state"), "")
+	first := build(2, 20_000, out, filepath.Join(dir, "state"), "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := started(t, ctx, first, 2)
