@@ -127,8 +127,10 @@ func TestMetricsCountRecords(t *testing.T) {
 func TestMetricsTimeSplit(t *testing.T) {
 	job := ringflow.NewJob(ringflow.Config{Parallelism: 1, Workers: 2})
 	src := ringflow.Source(job, "gen", ringflow.Generate(func(i uint64) uint64 { return i }, ringflow.GenOptions{Count: 1 << 40}))
+	// NB: slow by far more than the source's cost per record, also under
+	// the race detector on a loaded machine, so that the source waits.
 	slow := ringflow.Map(ringflow.Rebalance(src), "slow", func(v uint64) uint64 {
-		for start := time.Now(); time.Since(start) < 2*time.Microsecond; {
+		for start := time.Now(); time.Since(start) < 10*time.Microsecond; {
 		}
 		return v
 	})
