@@ -489,9 +489,13 @@ func (s *source[T]) Timestamps(ts []int64) { copy(ts, s.ts) }
 // watermarks of the partitions that are neither idle nor read to their
 // bound.
 func (s *source[T]) Watermark(now time.Time) (int64, bool) {
-	wm, active := int64(math.MaxInt64), false
+	wm, active, done := int64(math.MaxInt64), false, 0
 	for _, p := range s.parts {
-		if p.done() || s.cfg.IdleTimeout > 0 && now.Sub(p.lastAt) >= s.cfg.IdleTimeout {
+		if p.done() {
+			done++
+			continue
+		}
+		if s.cfg.IdleTimeout > 0 && now.Sub(p.lastAt) >= s.cfg.IdleTimeout {
 			continue
 		}
 		active = true
@@ -501,7 +505,12 @@ func (s *source[T]) Watermark(now time.Time) (int64, bool) {
 		wm = min(wm, p.maxTs-s.cfg.OutOfOrderness.Milliseconds()-1)
 	}
 	if !active {
-		return s.wm, true
+		// NB: a subtask that read every partition to its bound is not
+		// idle but about to end, with the watermark at its end: were it
+		// idle for the moment between, operators downstream could let
+		// their watermark run ahead of what its last records make fire,
+		// which would then come late.
+		return s.wm, len(s.parts) == 0 || done < len(s.parts)
 	}
 	s.wm = max(s.wm, wm)
 	return s.wm, false
