@@ -60,6 +60,11 @@ func (j *Job) Run(ctx context.Context) error {
 func (j *Job) run(ctx context.Context) error {
 	// NB: nothing starts before the whole configuration and graph are
 	// checked, and every problem is reported at once.
+	if j.cfg.Cluster != nil {
+		if err := j.cutForCluster(ctx); err != nil {
+			return err
+		}
+	}
 	if err := errors.Join(j.cfg.validate(), j.validate()); err != nil {
 		return err
 	}

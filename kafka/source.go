@@ -37,6 +37,11 @@ type SourceConfig[T any] struct {
 	// Topics are read whole: every partition of each, as the topics have
 	// when the job first opens. Required.
 	Topics []string
+	// Partitions, if set, narrows Topics to the partitions for which it
+	// returns true; the source's subtasks share those out as they would
+	// the whole topics. A process of a distributed job reads its own
+	// partitions so.
+	Partitions func(topic string, partition int32) bool
 	// Decode makes a record of a Kafka record; an error fails the task,
 	// naming the record's topic, partition and offset. It runs on the
 	// subtask's worker thread and must not keep r. Required.
@@ -277,7 +282,9 @@ func (s *source[T]) partitions(ctx context.Context) ([]partPos, error) {
 			return nil, fmt.Errorf("kafka source: topic %q: %w", name, err)
 		}
 		for _, p := range t.Partitions {
-			all = append(all, partPos{topic: name, part: p.Partition})
+			if s.cfg.Partitions == nil || s.cfg.Partitions(name, p.Partition) {
+				all = append(all, partPos{topic: name, part: p.Partition})
+			}
 		}
 	}
 	return all, nil

@@ -1,0 +1,306 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringflow/ringflow"
+)
+
+// The distributed job: events of topic "in", counted and summed per key
+// in tumbling event-time windows, then per group of keys (key mod
+// distGroups) in windows again, the results written to an output topic
+// exactly once. Run as distProcesses processes, its two keyed exchanges
+// are repartition topics.
+
+const (
+	distProcesses = 3
+	distGroups    = 5
+	distJobID     = "dist"
+	// distChildEnv names, in a child process of TestDistributedKilled,
+	// its directory; _BROKERS and _PROCESS give the cluster and its
+	// number.
+	distChildEnv = "RINGFLOW_KAFKA_DIST_CHILD"
+)
+
+type perKey = ringflow.WindowResult[int, [2]int64]
+
+// groupAgg counts a group's per-key windows and adds up their counts and
+// sums.
+type groupAgg struct{}
+
+func (groupAgg) Create() [3]int64 { return [3]int64{} }
+func (groupAgg) Add(a [3]int64, r perKey) [3]int64 {
+	return [3]int64{a[0] + 1, a[1] + r.Value[0], a[2] + r.Value[1]}
+}
+func (groupAgg) Result(a [3]int64) [3]int64   { return a }
+func (groupAgg) Merge(a, b [3]int64) [3]int64 { return [3]int64{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
+
+func groupLine(g int, start, end int64, a [3]int64) string {
+	return fmt.Sprintf("group %d [%d,%d) windows %d count %d sum %d", g, start, end, a[0], a[1], a[2])
+}
+
+// groupOracle computes the job's output directly from its input.
+func groupOracle(evs []event) []string {
+	type kw struct {
+		key   int
+		start int64
+	}
+	keys := map[kw][2]int64{}
+	size := windowSize.Milliseconds()
+	for _, e := range evs {
+		k := kw{e.Key, e.TsMs - e.TsMs%size}
+		keys[k] = windowAgg{}.Add(keys[k], e)
+	}
+	groups := map[kw][3]int64{}
+	for k, a := range keys {
+		g := kw{k.key % distGroups, k.start}
+		groups[g] = groupAgg{}.Add(groups[g], perKey{Key: k.key, Value: a})
+	}
+	var out []string
+	for g, a := range groups {
+		out = append(out, groupLine(g.key, g.start, g.start+size, a))
+	}
+	slices.Sort(out)
+	return out
+}
+
+type distJobOpts struct {
+	brokers  []string
+	stateDir string
+	out      string            // the output topic
+	cluster  *ringflow.Cluster // nil: one process
+	check    func()
+	logger   *slog.Logger
+	events   *ringflow.EventListener
+}
+
+func distJob(o distJobOpts) *ringflow.Job {
+	job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, RaiseGOMAXPROCS: true, Parallelism: 2, BatchSize: 32,
+		Logger: o.logger, Cluster: o.cluster, Events: o.events,
+		Checkpoint: ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, StateDir: o.stateDir}})
+	src := ringflow.SourceWithOwnEventTime(job, "in", Source(SourceConfig[event]{
+		Brokers: o.brokers, Topics: []string{"in"}, Decode: decodeEvent, Bounded: true,
+		EventTime: func(e event) int64 { return e.TsMs }, Logger: o.logger,
+		// NB: a record written twice is counted twice, not dropped as late
+		// behind a watermark that went out after its first copy.
+		OutOfOrderness: 300 * time.Millisecond,
+	}))
+	checked := ringflow.Map(src, "check", func(e event) event { o.check(); return e })
+	keys := ringflow.Window(ringflow.KeyBy(checked, func(e event) int { return e.Key }), "window",
+		ringflow.TumblingWindows(windowSize), windowAgg{})
+	groups := ringflow.Window(ringflow.KeyBy(keys, func(r perKey) int { return r.Key % distGroups }), "groups",
+		ringflow.TumblingWindows(windowSize), groupAgg{})
+	ringflow.TxnSink(groups, "out", Sink(SinkConfig[ringflow.WindowResult[int, [3]int64]]{
+		Brokers: o.brokers, Topic: o.out, Logger: o.logger,
+		Encode: func(r ringflow.WindowResult[int, [3]int64]) (*kgo.Record, error) {
+			return &kgo.Record{Value: []byte(groupLine(r.Key, r.Start, r.End, r.Value))}, nil
+		},
+	}))
+	return job
+}
+
+func distCluster(brokers []string, process int) *ringflow.Cluster {
+	return &ringflow.Cluster{JobID: distJobID, Process: process, Processes: distProcesses, Partitions: 12,
+		Exchange: Exchange(ExchangeConfig{Brokers: brokers})}
+}
+
+// distChild runs process p of the distributed job in a child process.
+func distChild(dir string, brokers []string, p int) int {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var ready sync.Once
+	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, fmt.Sprint(p)), out: "out",
+		cluster: distCluster(brokers, p), check: func() { spin(500 * time.Microsecond) }, logger: logger,
+		events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
+			ready.Do(func() { fmt.Println("ready") })
+		}}})
+	// NB: a process that finds its part finished (it ran to the end
+	// before a kill) has nothing left to do.
+	if err := job.Run(context.Background()); err != nil && !errors.Is(err, ringflow.ErrFinished) {
+		fmt.Fprintf(os.Stderr, "process %d: %v\n", p, err)
+		return 1
+	}
+	return 0
+}
+
+// TestDistributedKilled runs the job as distProcesses child processes on
+// one kfake cluster, SIGKILLs one of them at seeded random moments and
+// starts it again on its state directory, and lets all finish: a
+// read_committed consumer of the output finds exactly what the same job
+// run as one process wrote.
+func TestDistributedKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	n, kills := 2500, 6
+	if *stress {
+		n, kills = 8000, 20
+	}
+	runDistributed(t, n, kills)
+}
+
+// TestDistributed runs the job as distProcesses child processes, none
+// killed: the output is the one process's.
+func TestDistributed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	runDistributed(t, 500, 0)
+}
+
+func runDistributed(t *testing.T, n, kills int) {
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 5))
+	c := newCluster(t, 4, []string{"in", "out", "ref"})
+	brokers := c.ListenAddrs()
+	evs := events(4, n, 40, time.Millisecond)
+	produce(t, brokers, "in", evs)
+
+	ref := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(t.TempDir(), "ref"), out: "ref",
+		check: func() {}, logger: testLogger(t)})
+	if err := ref.Run(context.Background()); err != nil {
+		t.Fatalf("one process: %v", err)
+	}
+	want := readTopic(t, brokers, "ref", true)
+	diff(t, want, groupOracle(evs)) // the one process is right
+
+	dir := t.TempDir()
+	procs := make([]*distProc, distProcesses)
+	for p := range procs {
+		procs[p] = startDist(t, dir, brokers, p)
+	}
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	}()
+	running := 0
+	for i := range kills {
+		// NB: each kill comes at a random moment after the process's
+		// first checkpoint: mid-transaction, between a checkpoint and
+		// its commits, or after the process finished.
+		p := rng.IntN(distProcesses)
+		select {
+		case <-procs[p].ready:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("process %d took no checkpoint in 30 s", p)
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		err, was := procs[p].kill(), "running"
+		if procs[p].exitedBefore {
+			was = "finished"
+		} else {
+			running++
+		}
+		t.Logf("kill %d: process %d (%s): %v", i+1, p, was, err)
+		procs[p] = startDist(t, dir, brokers, p)
+	}
+	if kills > 0 && running == 0 {
+		t.Fatal("every kill came after its process had finished: the test tested nothing")
+	}
+	deadline := time.After(time.Minute)
+	for p, proc := range procs {
+		select {
+		case err := <-proc.exited:
+			proc.exited <- err
+			if err != nil {
+				t.Fatalf("process %d: %v", p, err)
+			}
+		case <-deadline:
+			t.Fatalf("process %d still runs after a minute", p)
+		}
+	}
+	// Each repartition topic holds, committed, each record once: every
+	// event, then every key's windows.
+	for topic, want := range map[string]int{"dist-rp0-check-window": len(evs), "dist-rp1-window-groups": len(windowOracle(evs))} {
+		data := 0
+		for _, v := range readTopic(t, brokers, topic, true) {
+			if v[0] == 'd' {
+				data++
+			}
+		}
+		if data != want {
+			t.Errorf("topic %s holds %d committed records, want %d", topic, data, want)
+		}
+	}
+	diff(t, readTopic(t, brokers, "out", true), want)
+}
+
+type distProc struct {
+	cmd          *exec.Cmd
+	ready        chan struct{}
+	exited       chan error
+	exitedBefore bool
+}
+
+func startDist(t *testing.T, dir string, brokers []string, p int) *distProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), distChildEnv+"="+dir, distChildEnv+"_BROKERS="+strings.Join(brokers, ","),
+		distChildEnv+"_PROCESS="+strconv.Itoa(p))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &distProc{cmd: cmd, exited: make(chan error, 1), ready: make(chan struct{})}
+	go func() {
+		// NB: ready closes at the child's first checkpoint, or as it
+		// ends without one (it found its part finished).
+		defer close(d.ready)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() && sc.Text() != "ready" {
+		}
+	}()
+	go func() {
+		<-d.ready
+		d.exited <- cmd.Wait()
+	}()
+	return d
+}
+
+// kill SIGKILLs the process unless it exited, and returns how it ended.
+func (d *distProc) kill() error {
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+		d.exitedBefore = true
+		return err
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	err := <-d.exited
+	d.exited <- err
+	return err
+}
+
+func distChildMain() (int, bool) {
+	dir := os.Getenv(distChildEnv)
+	if dir == "" {
+		return 0, false
+	}
+	p, err := strconv.Atoi(os.Getenv(distChildEnv + "_PROCESS"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1, true
+	}
+	return distChild(dir, strings.Split(os.Getenv(distChildEnv+"_BROKERS"), ","), p), true
+}
