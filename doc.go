@@ -459,6 +459,11 @@
 // which makes a lost disk harmless but writes all state twice; that is not
 // built here.
 //
+// Operators that are not keyed run in every process, on that process's
+// records only: an operator of parallelism 1 runs once per process, not
+// once in the job, and a sink writes each process's part of the output.
+// A KeyBy is what brings records together across processes.
+//
 // Within a process, the key groups a process owns are shared out among an
 // operator's subtasks as in any job, by keygroups.RangeOf over all key
 // groups, so with Parallelism above 1 some subtasks get few or none of

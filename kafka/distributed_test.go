@@ -116,9 +116,9 @@ func distJob(o distJobOpts) *ringflow.Job {
 	return job
 }
 
-func distCluster(brokers []string, process int) *ringflow.Cluster {
+func distCluster(brokers []string, process int, logger *slog.Logger) *ringflow.Cluster {
 	return &ringflow.Cluster{JobID: distJobID, Process: process, Processes: distProcesses, Partitions: 12,
-		Exchange: Exchange(ExchangeConfig{Brokers: brokers})}
+		Exchange: Exchange(ExchangeConfig{Brokers: brokers, Logger: logger})}
 }
 
 // distChild runs process p of the distributed job in a child process.
@@ -126,7 +126,7 @@ func distChild(dir string, brokers []string, p int) int {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var ready sync.Once
 	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, fmt.Sprint(p)), out: "out",
-		cluster: distCluster(brokers, p), check: func() { spin(500 * time.Microsecond) }, logger: logger,
+		cluster: distCluster(brokers, p, logger), check: func() { spin(500 * time.Microsecond) }, logger: logger,
 		events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
 			ready.Do(func() { fmt.Println("ready") })
 		}}})
@@ -156,11 +156,9 @@ func TestDistributedKilled(t *testing.T) {
 }
 
 // TestDistributed runs the job as distProcesses child processes, none
-// killed: the output is the one process's.
+// killed: the output is the one process's. It takes about a second, so it
+// runs under -short too.
 func TestDistributed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs child processes for a few seconds")
-	}
 	runDistributed(t, 500, 0)
 }
 
