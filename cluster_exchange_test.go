@@ -1,0 +1,128 @@
+package ringflow
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow/internal/operator"
+)
+
+// exchangeLog is a repartition topic's records in the order a reader
+// gets them, for a reader without Kafka: its position is how many it has
+// handed over, and it never ends by itself (as a topic does not).
+type exchangeLog struct {
+	recs []ExchangeRecord
+	next int
+}
+
+func (l *exchangeLog) Open(_, _ int, pos []byte) error {
+	l.next = 0
+	if pos != nil {
+		l.next = int(binary.LittleEndian.Uint64(pos))
+	}
+	return nil
+}
+
+func (l *exchangeLog) Read(buf []ExchangeRecord) (int, error) {
+	n := copy(buf, l.recs[l.next:])
+	l.next += n
+	return n, nil
+}
+
+func (l *exchangeLog) Position() []byte { return binary.LittleEndian.AppendUint64(nil, uint64(l.next)) }
+func (l *exchangeLog) Close() error     { return nil }
+
+func exData(part int32, producer int, ts int64, v uint64) ExchangeRecord {
+	b := appendCutHeader(nil, cutData, producer, ts)
+	return ExchangeRecord{Partition: part, Value: binary.LittleEndian.AppendUint64(b, v)}
+}
+
+func exMark(kind byte, part int32, producer int, t int64) ExchangeRecord {
+	return ExchangeRecord{Partition: part, Value: appendCutHeader(nil, kind, producer, t)}
+}
+
+func newTestReader(t *testing.T, log *exchangeLog) *cutReader[uint64] {
+	t.Helper()
+	codec, err := operator.CodecFor[uint64]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two producers; the process owns partitions 4 and 5, and this is
+	// subtask 0 of 1.
+	return &cutReader[uint64]{spec: &cutSpec{topic: "t", producers: 2, mine: []int32{4, 5}}, codec: codec, inner: log}
+}
+
+// TestCutReaderChannels follows a reader through data, watermarks and
+// ends from two producers on two partitions, with a restore in the
+// middle: its watermark is the lowest of its four channels', a restored
+// reader keeps what the markers before its position said, and it ends
+// once every channel has ended, not before.
+func TestCutReaderChannels(t *testing.T) {
+	log := &exchangeLog{recs: []ExchangeRecord{
+		exData(4, 0, 10, 100), exMark(cutWatermark, 4, 0, 50), exMark(cutWatermark, 4, 1, 40),
+		exMark(cutWatermark, 5, 0, 60), exData(5, 1, 30, 101), exMark(cutWatermark, 5, 1, 45),
+		exMark(cutEnd, 4, 0, 0), exMark(cutEnd, 5, 0, 0), exMark(cutEnd, 4, 1, 0),
+		exData(5, 1, 70, 102), exMark(cutEnd, 5, 1, 0),
+	}}
+	r := newTestReader(t, log)
+	if err := r.Open(0, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	buf, ts := make([]uint64, 4), make([]int64, 4)
+	step := func(max int, want []uint64, wantTs []int64, wantWm int64, wantEOF bool) {
+		t.Helper()
+		n, err := r.Read(buf[:max])
+		r.Timestamps(ts[:n])
+		if !slices.Equal(buf[:n], want) || !slices.Equal(ts[:n], wantTs) || errors.Is(err, io.EOF) != wantEOF {
+			t.Fatalf("read %v at %v, %v; want %v at %v, EOF %v", buf[:n], ts[:n], err, want, wantTs, wantEOF)
+		}
+		if wm, _ := r.Watermark(time.Time{}); wm != wantWm {
+			t.Fatalf("watermark %d, want %d", wm, wantWm)
+		}
+	}
+	step(3, []uint64{100}, []int64{10}, MinWatermark, false) // partition 5 has no watermark yet
+	step(3, []uint64{101}, []int64{30}, 40, false)           // channels at 50, 40, 60, 45
+	pos := r.Position()
+
+	r2 := newTestReader(t, log)
+	if err := r2.Open(0, 1, pos); err != nil {
+		t.Fatal(err)
+	}
+	r = r2
+	step(3, nil, nil, 45, false)                            // all but producer 1 on partition 5 ended
+	step(4, []uint64{102}, []int64{70}, MaxWatermark, true) // it too: the end
+}
+
+// TestCutReaderErrors checks that a reader names what is wrong with a
+// record or a position instead of reading on.
+func TestCutReaderErrors(t *testing.T) {
+	for name, rec := range map[string]ExchangeRecord{
+		"partition 3, which is not this subtask's": exData(3, 0, 0, 1),
+		"producer 2 of 2":                          exData(4, 2, 0, 1),
+		"kind 'x'":                                 exMark('x', 4, 0, 0),
+		"2 bytes":                                  {Partition: 4, Value: []byte{'d', 0}},
+	} {
+		r := newTestReader(t, &exchangeLog{recs: []ExchangeRecord{rec}})
+		if err := r.Open(0, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Read(make([]uint64, 4)); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	r := newTestReader(t, &exchangeLog{})
+	if err := r.Open(0, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	pos := r.Position()
+	other := newTestReader(t, &exchangeLog{})
+	other.spec.producers = 3 // the job was restarted with other processes
+	if err := other.Open(0, 1, pos); !errors.Is(err, ErrCluster) {
+		t.Fatalf("restore at another layout: got %v, want an ErrCluster", err)
+	}
+}
