@@ -445,9 +445,10 @@
 // it holds back readers of its partitions until then. Output crosses a
 // process boundary once per checkpoint: each cut adds up to a checkpoint
 // interval of latency. TestDistributedKilled in package kafka SIGKILLs
-// processes at random moments and compares with one process; built with
-// the tag ringflow_exchange_notxn, which writes repartition topics
-// without transactions, it fails.
+// processes at random moments, fails two commits of repartition
+// transactions (the case after completion, before the commits) and
+// compares with one process; built with the tag ringflow_exchange_notxn,
+// which writes repartition topics without transactions, it fails.
 //
 // Where state lives. A process's checkpoints are in its own
 // Checkpoint.StateDir, and nowhere else: if that directory is lost, the

@@ -14,11 +14,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringflow/ringflow"
 )
@@ -87,13 +91,14 @@ type distJobOpts struct {
 	out      string            // the output topic
 	cluster  *ringflow.Cluster // nil: one process
 	check    func()
+	restarts int
 	logger   *slog.Logger
 	events   *ringflow.EventListener
 }
 
 func distJob(o distJobOpts) *ringflow.Job {
 	job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, RaiseGOMAXPROCS: true, Parallelism: 2, BatchSize: 32,
-		Logger: o.logger, Cluster: o.cluster, Events: o.events,
+		Logger: o.logger, Cluster: o.cluster, Events: o.events, Restart: ringflow.RestartStrategy{Attempts: o.restarts},
 		Checkpoint: ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, StateDir: o.stateDir}})
 	src := ringflow.SourceWithOwnEventTime(job, "in", Source(SourceConfig[event]{
 		Brokers: o.brokers, Topics: []string{"in"}, Decode: decodeEvent, Bounded: true,
@@ -127,6 +132,7 @@ func distChild(dir string, brokers []string, p int) int {
 	var ready sync.Once
 	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, fmt.Sprint(p)), out: "out",
 		cluster: distCluster(brokers, p, logger), check: func() { spin(500 * time.Microsecond) }, logger: logger,
+		restarts: 10,
 		events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
 			ready.Do(func() { fmt.Println("ready") })
 		}}})
@@ -141,9 +147,10 @@ func distChild(dir string, brokers []string, p int) int {
 
 // TestDistributedKilled runs the job as distProcesses child processes on
 // one kfake cluster, SIGKILLs one of them at seeded random moments and
-// starts it again on its state directory, and lets all finish: a
-// read_committed consumer of the output finds exactly what the same job
-// run as one process wrote.
+// starts it again on its state directory, fails two commits of
+// repartition transactions, and lets all finish: a read_committed
+// consumer of the output finds exactly what the same job run as one
+// process wrote.
 func TestDistributedKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for a few seconds")
@@ -187,6 +194,27 @@ func runDistributed(t *testing.T, n, kills int) {
 			p.kill()
 		}
 	}()
+	if kills > 0 {
+		// Two commits of repartition transactions fail, from a random
+		// moment on: the process fails after its checkpoint completed and
+		// before its transactions committed, restores that checkpoint and
+		// commits them from their handles.
+		failFrom := time.Now().Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		var failed atomic.Int64
+		h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 2,
+			When: func(req kmsg.Request) bool {
+				r := req.(*kmsg.EndTxnRequest)
+				hit := r.Commit && strings.HasPrefix(r.TransactionalID, distJobID+"-") && time.Now().After(failFrom)
+				if hit {
+					failed.Add(1)
+				}
+				return hit
+			}})
+		defer func() {
+			h.Remove()
+			t.Logf("%d commits of repartition transactions failed", failed.Load())
+		}()
+	}
 	running := 0
 	for i := range kills {
 		// NB: each kill comes at a random moment after the process's
