@@ -330,3 +330,59 @@ func distChildMain() (int, bool) {
 	}
 	return distChild(dir, strings.Split(os.Getenv(distChildEnv+"_BROKERS"), ","), p), true
 }
+
+// TestDistributedInProcess runs a job without event time as three
+// processes' jobs in this process, a bounded input counted per key by a
+// running Reduce: every key's counts 1..n come out once, and every job
+// ends (the end of input crosses the repartition topic without
+// watermarks).
+func TestDistributedInProcess(t *testing.T) {
+	c := newCluster(t, 4, []string{"in", "counts"})
+	brokers := c.ListenAddrs()
+	evs := events(4, 300, 40, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	dir := t.TempDir()
+	errs := make(chan error, distProcesses)
+	// NB: the jobs share this process's Ps: the warning that their workers
+	// leave none spare is expected.
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	for p := range distProcesses {
+		job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, Parallelism: 2, Logger: logger,
+			Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(dir, fmt.Sprint(p))},
+			Cluster: &ringflow.Cluster{JobID: "inproc", Process: p, Processes: distProcesses, Partitions: 6,
+				Exchange: Exchange(ExchangeConfig{Brokers: brokers, Logger: logger})}})
+		src := ringflow.Source(job, "in", Source(SourceConfig[event]{Brokers: brokers, Topics: []string{"in"},
+			Decode: decodeEvent, Bounded: true, Logger: logger}))
+		counts := ringflow.Reduce(ringflow.KeyBy(ringflow.Map(src, "one", func(e event) [2]int { return [2]int{e.Key, 1} }),
+			func(r [2]int) int { return r[0] }), "count", func(acc, r [2]int) [2]int { return [2]int{r[0], acc[1] + r[1]} })
+		ringflow.TxnSink(counts, "out", Sink(SinkConfig[[2]int]{Brokers: brokers, Topic: "counts", Logger: logger,
+			TransactionalIDPrefix: fmt.Sprintf("inproc-%d-out", p),
+			Encode: func(r [2]int) (*kgo.Record, error) {
+				return &kgo.Record{Value: fmt.Appendf(nil, "%d:%d", r[0], r[1])}, nil
+			},
+		}))
+		go func() { errs <- job.Run(context.Background()) }()
+	}
+	for range distProcesses {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("a process still runs after a minute")
+		}
+	}
+	n := map[int]int{}
+	for _, e := range evs {
+		n[e.Key]++
+	}
+	var want []string
+	for k, c := range n {
+		for i := 1; i <= c; i++ {
+			want = append(want, fmt.Sprintf("%d:%d", k, i))
+		}
+	}
+	slices.Sort(want)
+	diff(t, readTopic(t, brokers, "counts", true), want)
+}
