@@ -392,7 +392,11 @@
 // they do not restart with it, and only what depends on its output waits.
 // Processes, Partitions and each operator's parallelism must stay as they
 // were for a restore (rescaling a distributed job is not built: a
-// process's checkpoint holds only its own part).
+// process's checkpoint holds only its own part). Within that, each
+// process stops and restores as any job does: Job.StopWithSavepoint on
+// every process, then every process started again with
+// Config.RestoreFrom its own savepoint (a new version of the program,
+// say), continues the job.
 //
 // Event time crosses the topics: each writer subtask (a producer) sends
 // every watermark it passes, and at the end of its input an end marker,

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -92,14 +93,18 @@ type distJobOpts struct {
 	cluster  *ringflow.Cluster // nil: one process
 	check    func()
 	restarts int
-	logger   *slog.Logger
-	events   *ringflow.EventListener
+	// savepoints is CheckpointConfig.SavepointDir; restoreFrom is
+	// Config.RestoreFrom.
+	savepoints, restoreFrom string
+	logger                  *slog.Logger
+	events                  *ringflow.EventListener
 }
 
 func distJob(o distJobOpts) *ringflow.Job {
 	job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, RaiseGOMAXPROCS: true, Parallelism: 2, BatchSize: 32,
 		Logger: o.logger, Cluster: o.cluster, Events: o.events, Restart: ringflow.RestartStrategy{Attempts: o.restarts},
-		Checkpoint: ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, StateDir: o.stateDir}})
+		RestoreFrom: o.restoreFrom,
+		Checkpoint:  ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, StateDir: o.stateDir, SavepointDir: o.savepoints}})
 	src := ringflow.SourceWithOwnEventTime(job, "in", Source(SourceConfig[event]{
 		Brokers: o.brokers, Topics: []string{"in"}, Decode: decodeEvent, Bounded: true,
 		EventTime: func(e event) int64 { return e.TsMs }, Logger: o.logger,
@@ -127,15 +132,24 @@ func distCluster(brokers []string, process int, logger *slog.Logger) *ringflow.C
 }
 
 // distChild runs process p of the distributed job in a child process.
-func distChild(dir string, brokers []string, p int) int {
+func distChild(dir string, brokers []string, p int, state, restoreFrom string) int {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var ready sync.Once
-	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, fmt.Sprint(p)), out: "out",
+	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, state), out: "out",
 		cluster: distCluster(brokers, p, logger), check: func() { spin(500 * time.Microsecond) }, logger: logger,
-		restarts: 10,
+		restarts: 10, savepoints: filepath.Join(dir, "savepoints", fmt.Sprint(p)), restoreFrom: restoreFrom,
 		events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
 			ready.Do(func() { fmt.Println("ready") })
 		}}})
+	// SIGTERM stops the process with a savepoint.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		if _, err := job.StopWithSavepoint(context.Background()); err != nil {
+			fmt.Fprintf(os.Stderr, "process %d: stop with a savepoint: %v\n", p, err)
+		}
+	}()
 	// NB: a process that finds its part finished (it ran to the end
 	// before a kill) has nothing left to do.
 	if err := job.Run(context.Background()); err != nil && !errors.Is(err, ringflow.ErrFinished) {
@@ -169,20 +183,29 @@ func TestDistributed(t *testing.T) {
 	runDistributed(t, 500, 0)
 }
 
-func runDistributed(t *testing.T, n, kills int) {
-	rng := rand.New(rand.NewPCG(seeds.Seed(t), 5))
-	c := newCluster(t, 4, []string{"in", "out", "ref"})
+// distReference starts a cluster with n events in each of the 4
+// partitions of topic "in", runs the job as one process into topic "ref"
+// and returns what it wrote, checked against the oracle.
+func distReference(t *testing.T, n int) (c *kfake.Cluster, evs []event, want []string) {
+	t.Helper()
+	c = newCluster(t, 4, []string{"in", "out", "ref"})
 	brokers := c.ListenAddrs()
-	evs := events(4, n, 40, time.Millisecond)
+	evs = events(4, n, 40, time.Millisecond)
 	produce(t, brokers, "in", evs)
-
 	ref := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(t.TempDir(), "ref"), out: "ref",
 		check: func() {}, logger: testLogger(t)})
 	if err := ref.Run(context.Background()); err != nil {
 		t.Fatalf("one process: %v", err)
 	}
-	want := readTopic(t, brokers, "ref", true)
+	want = readTopic(t, brokers, "ref", true)
 	diff(t, want, groupOracle(evs)) // the one process is right
+	return c, evs, want
+}
+
+func runDistributed(t *testing.T, n, kills int) {
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 5))
+	c, evs, want := distReference(t, n)
+	brokers := c.ListenAddrs()
 
 	dir := t.TempDir()
 	procs := make([]*distProc, distProcesses)
@@ -239,18 +262,7 @@ func runDistributed(t *testing.T, n, kills int) {
 	if kills > 0 && running == 0 {
 		t.Fatal("every kill came after its process had finished: the test tested nothing")
 	}
-	deadline := time.After(time.Minute)
-	for p, proc := range procs {
-		select {
-		case err := <-proc.exited:
-			proc.exited <- err
-			if err != nil {
-				t.Fatalf("process %d: %v", p, err)
-			}
-		case <-deadline:
-			t.Fatalf("process %d still runs after a minute", p)
-		}
-	}
+	waitDist(t, procs)
 	// Each repartition topic holds, committed, each record once: every
 	// event, then every key's windows.
 	for topic, want := range map[string]int{"dist-rp0-check-window": len(evs), "dist-rp1-window-groups": len(windowOracle(evs))} {
@@ -267,6 +279,71 @@ func runDistributed(t *testing.T, n, kills int) {
 	diff(t, readTopic(t, brokers, "out", true), want)
 }
 
+// waitDist waits for every process to end, each with exit status 0.
+func waitDist(t *testing.T, procs []*distProc) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for p, proc := range procs {
+		select {
+		case err := <-proc.exited:
+			proc.exited <- err
+			if err != nil {
+				t.Fatalf("process %d: %v", p, err)
+			}
+		case <-deadline:
+			t.Fatalf("process %d still runs after a minute", p)
+		}
+	}
+}
+
+// TestDistributedStopAndRestore stops each process with a savepoint
+// (SIGTERM) at a seeded random moment, one after the other while the
+// others run, then starts every process again from its savepoint on a
+// new state directory: the output is the one process's.
+func TestDistributedStopAndRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 6))
+	c, _, want := distReference(t, 2500)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	procs := make([]*distProc, distProcesses)
+	for p := range procs {
+		procs[p] = startDist(t, dir, brokers, p)
+	}
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	}()
+	for _, proc := range procs {
+		<-proc.ready
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		proc.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	waitDist(t, procs)
+	saved := 0
+	for p := range procs {
+		// NB: a process that ran to its end before its SIGTERM took no
+		// savepoint; it resumes its finished state directory instead.
+		state, from := "restored"+fmt.Sprint(p), filepath.Join(dir, "savepoints", fmt.Sprint(p))
+		if entries, _ := os.ReadDir(from); len(entries) == 0 {
+			t.Logf("process %d finished before its stop", p)
+			state, from = fmt.Sprint(p), ""
+		} else {
+			saved++
+		}
+		procs[p] = startDistIn(t, dir, brokers, p, state, from)
+	}
+	if saved == 0 {
+		t.Fatal("every process finished before its stop: the test tested nothing")
+	}
+	t.Logf("%d processes restored from their savepoints", saved)
+	waitDist(t, procs)
+	diff(t, readTopic(t, brokers, "out", true), want)
+}
+
 type distProc struct {
 	cmd          *exec.Cmd
 	ready        chan struct{}
@@ -275,10 +352,16 @@ type distProc struct {
 }
 
 func startDist(t *testing.T, dir string, brokers []string, p int) *distProc {
+	return startDistIn(t, dir, brokers, p, fmt.Sprint(p), "")
+}
+
+// startDistIn starts process p on the state directory dir/state, from
+// the savepoint restoreFrom if it is not "".
+func startDistIn(t *testing.T, dir string, brokers []string, p int, state, restoreFrom string) *distProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), distChildEnv+"="+dir, distChildEnv+"_BROKERS="+strings.Join(brokers, ","),
-		distChildEnv+"_PROCESS="+strconv.Itoa(p))
+		distChildEnv+"_PROCESS="+strconv.Itoa(p), distChildEnv+"_STATE="+state, distChildEnv+"_RESTORE="+restoreFrom)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -328,7 +411,8 @@ func distChildMain() (int, bool) {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1, true
 	}
-	return distChild(dir, strings.Split(os.Getenv(distChildEnv+"_BROKERS"), ","), p), true
+	return distChild(dir, strings.Split(os.Getenv(distChildEnv+"_BROKERS"), ","), p,
+		os.Getenv(distChildEnv+"_STATE"), os.Getenv(distChildEnv+"_RESTORE")), true
 }
 
 // TestDistributedInProcess runs a job without event time as three
