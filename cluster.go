@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ringflow/ringflow/internal/operator"
@@ -14,7 +15,8 @@ import (
 // Cluster makes a job one of several processes of the same program that
 // run it together, joined by Kafka (see the package doc's "Distributed
 // jobs"). Every process builds the same job and sets the same Cluster but
-// for Process.
+// for Process. The first of Run and Job.Graph cuts the job's graph for the
+// process, once: build the whole job before either.
 type Cluster struct {
 	// JobID names the distributed job: its repartition topics and its
 	// transactional ids start with it. Required; the same in every
@@ -109,32 +111,76 @@ func (j *Job) ClusterPlan() (*ClusterPlan, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: the job's Config has no Cluster", ErrCluster)
 	}
-	if j.cut != nil {
-		return j.cut, nil
+	if p, err := j.cut.done(); p != nil || err != nil {
+		return p, err
 	}
 	if p := c.partitions(j.cfg.MaxParallelism); p < max(1, c.Processes) || p > j.cfg.MaxParallelism {
 		return nil, fmt.Errorf("%w: Cluster.Partitions %d: must be in [Processes=%d, MaxParallelism=%d]",
 			ErrCluster, p, c.Processes, j.cfg.MaxParallelism)
 	}
-	return planCluster(j.Graph(), c, j.cfg.MaxParallelism)
+	return planCluster(j.graphOf(), c, j.cfg.MaxParallelism)
 }
 
-// cutForCluster rewrites the graph as the plan says, once, before the
-// job's first attempt: each hash edge from → to becomes a sink after from
-// that writes the edge's topic and a source before to that reads the
-// process's partitions of it, feeding to over a hash edge as before; and
-// every other source opens as its subtask among all processes' subtasks.
-// Then it creates the topics.
+// clusterCut cuts a distributed job's graph once, whichever of Run and
+// Graph comes first, so that the graph never changes under a reader.
+type clusterCut struct {
+	once sync.Once
+	mu   sync.Mutex // guards plan and err, for done
+	plan *ClusterPlan
+	err  error
+}
+
+// done returns the plan and error of a cut that ran; nil, nil before.
+func (c *clusterCut) done() (*ClusterPlan, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.plan, c.err
+}
+
+func (j *Job) cutGraph() (*ClusterPlan, error) {
+	j.cut.once.Do(func() {
+		p, err := j.cutNow()
+		j.cut.mu.Lock()
+		j.cut.plan, j.cut.err = p, err
+		j.cut.mu.Unlock()
+	})
+	return j.cut.done()
+}
+
+// cutForCluster cuts the graph (if Graph has not) and creates the
+// repartition topics, before the job's first attempt.
 func (j *Job) cutForCluster(ctx context.Context) error {
+	p, err := j.cutGraph()
+	if err != nil {
+		return err
+	}
+	topics := make([]string, len(p.Topics))
+	for i, t := range p.Topics {
+		topics[i] = t.Name
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := j.cfg.Cluster.Exchange.CreateTopics(cctx, topics, p.Partitions); err != nil {
+		return fmt.Errorf("%w: create repartition topics: %w", ErrCluster, err)
+	}
+	return nil
+}
+
+// cutNow rewrites the graph as the plan says: each hash edge from → to
+// becomes a sink after from that writes the edge's topic and a source
+// before to that reads the process's partitions of it, feeding to over a
+// hash edge as before; and every other source opens as its subtask among
+// all processes' subtasks.
+func (j *Job) cutNow() (*ClusterPlan, error) {
 	c := j.cfg.Cluster
 	// NB: the graph is checked before it is cut, and topics are created
 	// only for a job that can run.
 	if err := errors.Join(append(c.validate(j.cfg), j.cfg.validate(), j.validate())...); err != nil {
-		return err
+		return nil, err
 	}
-	p, err := planCluster(j.Graph(), c, j.cfg.MaxParallelism)
+	p, err := planCluster(j.graphOf(), c, j.cfg.MaxParallelism)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	own := p.Owned(c.Process)
 	var mine []int32
@@ -151,7 +197,7 @@ func (j *Job) cutForCluster(ctx context.Context) error {
 		}
 	}
 	if len(cuts) != len(p.Topics) {
-		return fmt.Errorf("%w: planned %d topics for %d keyed exchanges", ErrCluster, len(p.Topics), len(cuts))
+		return nil, fmt.Errorf("%w: planned %d topics for %d keyed exchanges", ErrCluster, len(p.Topics), len(cuts))
 	}
 	var readers []*node
 	for k, e := range cuts {
@@ -171,17 +217,7 @@ func (j *Job) cutForCluster(ctx context.Context) error {
 	for i, n := range j.nodes {
 		n.id = i
 	}
-	j.cut = p
-	topics := make([]string, len(p.Topics))
-	for i, t := range p.Topics {
-		topics[i] = t.Name
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := c.Exchange.CreateTopics(cctx, topics, p.Partitions); err != nil {
-		return fmt.Errorf("%w: create repartition topics: %w", ErrCluster, err)
-	}
-	return nil
+	return p, nil
 }
 
 // cutEdge replaces e with its topic's writer and reader, and returns the

@@ -319,9 +319,8 @@ type Job struct {
 	// operator opens.
 	identity identity
 
-	// cut is the plan of a distributed job (Config.Cluster), once Run
-	// has cut the graph by it.
-	cut *ClusterPlan
+	// cut is how a distributed job's graph is cut (Config.Cluster).
+	cut clusterCut
 
 	statsMu     sync.Mutex
 	lastRestore RestoreReport

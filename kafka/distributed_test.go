@@ -445,6 +445,8 @@ func TestDistributedInProcess(t *testing.T) {
 				return &kgo.Record{Value: fmt.Appendf(nil, "%d:%d", r[0], r[1])}, nil
 			},
 		}))
+		// NB: Graph races Run to cut the graph, which happens once.
+		go job.Graph()
 		go func() { errs <- job.Run(context.Background()) }()
 	}
 	for range distProcesses {
