@@ -20,13 +20,16 @@ import (
 //	+------+---------------------+---------------+----------------------+
 //
 // kind is data (time: the record's event time, 0 without), watermark
-// (time: the producer's watermark) or end (the producer's input ended).
-// producer is the writing subtask's number among the writer's subtasks in
-// every process. A producer sends each watermark and its end to every
-// partition, in its transaction, behind the records before them.
+// (time: the producer's watermark), idle (the producer's input went idle;
+// it is active again with its next record or watermark) or end (the
+// producer's input ended). producer is the writing subtask's number among
+// the writer's subtasks in every process. A producer sends each
+// watermark, idleness and its end to every partition, in its transaction,
+// behind the records before them.
 const (
 	cutData      = 'd'
 	cutWatermark = 'w'
+	cutIdle      = 'i'
 	cutEnd       = 'e'
 )
 
@@ -129,6 +132,15 @@ func (w *cutWriter[T]) Watermark(wm int64) {
 	w.toEvery(cutWatermark, wm)
 }
 
+// Idle implements operator.IdleListener: without it, a producer whose
+// input is idle (a Kafka source's subtask that owns no partition) would
+// hold back the watermark of every reader of the topic.
+func (w *cutWriter[T]) Idle(int64) {
+	if w.spec.timed && !w.ended {
+		w.toEvery(cutIdle, 0)
+	}
+}
+
 // End implements operator.Operator.
 func (w *cutWriter[T]) End() {
 	w.end()
@@ -167,6 +179,7 @@ type cutReader[T any] struct {
 	parts  []int32 // this subtask's partitions, ascending
 	wms    []int64 // by channel: partition index * producers + producer
 	ended  []bool
+	idle   []bool
 	nEnded int
 
 	raw []ExchangeRecord
@@ -187,7 +200,7 @@ func (r *cutReader[T]) Open(subtask, parallelism int, pos []byte) error {
 		}
 	}
 	n := len(r.parts) * r.spec.producers
-	r.wms, r.ended, r.nEnded = make([]int64, n), make([]bool, n), 0
+	r.wms, r.ended, r.idle, r.nEnded = make([]int64, n), make([]bool, n), make([]bool, n), 0
 	for i := range r.wms {
 		r.wms[i] = MinWatermark
 	}
@@ -223,9 +236,13 @@ func (r *cutReader[T]) Read(buf []T) (int, error) {
 				return out, fmt.Errorf("repartition topic %s partition %d: decode: %w", r.spec.topic, x.Partition, derr)
 			}
 			r.ts[out] = t
+			r.idle[c] = false
 			out++
 		case cutWatermark:
 			r.wms[c] = max(r.wms[c], t)
+			r.idle[c] = false
+		case cutIdle:
+			r.idle[c] = true
 		case cutEnd:
 			if !r.ended[c] {
 				r.ended[c] = true
@@ -257,18 +274,25 @@ func (r *cutReader[T]) channel(part int32, producer int) (int, error) {
 // Timestamps implements EventTimeSource.
 func (r *cutReader[T]) Timestamps(ts []int64) { copy(ts, r.ts) }
 
-// Watermark implements EventTimeSource.
+// Watermark implements EventTimeSource: the lowest watermark of the
+// channels that are not idle; idle if all are (or there are none).
 func (r *cutReader[T]) Watermark(time.Time) (int64, bool) {
-	if len(r.wms) == 0 {
+	wm, active := int64(MaxWatermark), false
+	for c, w := range r.wms {
+		if !r.idle[c] {
+			wm, active = min(wm, w), true
+		}
+	}
+	if !active {
 		return MinWatermark, true
 	}
-	return slices.Min(r.wms), false
+	return wm, false
 }
 
 // Position implements SourceFunc:
 //
 //	version byte (1), uvarint len(inner), inner, uvarint channels,
-//	channels × { varint watermark, byte ended }
+//	channels × { varint watermark, byte flags (1 ended, 2 idle) }
 func (r *cutReader[T]) Position() []byte {
 	inner := r.inner.Position()
 	b := []byte{1}
@@ -277,11 +301,14 @@ func (r *cutReader[T]) Position() []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.wms)))
 	for c, wm := range r.wms {
 		b = binary.AppendVarint(b, wm)
-		e := byte(0)
+		flags := byte(0)
 		if r.ended[c] {
-			e = 1
+			flags |= 1
 		}
-		b = append(b, e)
+		if r.idle[c] {
+			flags |= 2
+		}
+		b = append(b, flags)
 	}
 	return b
 }
@@ -313,7 +340,7 @@ func (r *cutReader[T]) restore(b []byte) ([]byte, error) {
 		if k <= 0 || len(b) < k+1 {
 			return nil, bad
 		}
-		r.wms[c], r.ended[c] = wm, b[k] == 1
+		r.wms[c], r.ended[c], r.idle[c] = wm, b[k]&1 != 0, b[k]&2 != 0
 		if r.ended[c] {
 			r.nEnded++
 		}

@@ -126,3 +126,37 @@ func TestCutReaderErrors(t *testing.T) {
 		t.Fatalf("restore at another layout: got %v, want an ErrCluster", err)
 	}
 }
+
+// TestCutReaderIdle: a producer idle on every partition holds back no
+// watermark, and one that writes again counts again, from its own.
+func TestCutReaderIdle(t *testing.T) {
+	log := &exchangeLog{recs: []ExchangeRecord{
+		exMark(cutWatermark, 4, 0, 50), exMark(cutWatermark, 5, 0, 60),
+		exMark(cutIdle, 4, 1, 0), exMark(cutIdle, 5, 1, 0),
+		exData(4, 1, 30, 7),
+	}}
+	r := newTestReader(t, log)
+	if err := r.Open(0, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]uint64, 4)
+	if n, err := r.Read(buf); n != 0 || err != nil {
+		t.Fatalf("read %d, %v; want nothing", n, err)
+	}
+	if wm, idle := r.Watermark(time.Time{}); wm != 50 || idle {
+		t.Fatalf("watermark %d, idle %v; want 50 from producer 0 alone", wm, idle)
+	}
+	r2 := newTestReader(t, log)
+	if err := r2.Open(0, 1, r.Position()); err != nil {
+		t.Fatal(err)
+	}
+	if wm, idle := r2.Watermark(time.Time{}); wm != 50 || idle {
+		t.Fatalf("restored: watermark %d, idle %v; want 50: idleness is in the position", wm, idle)
+	}
+	if n, _ := r2.Read(buf); n != 1 || buf[0] != 7 {
+		t.Fatalf("read %v; want the record 7", buf[:n])
+	}
+	if wm, _ := r2.Watermark(time.Time{}); wm != MinWatermark {
+		t.Fatalf("watermark %d; want producer 1's on partition 4, none yet", wm)
+	}
+}

@@ -407,9 +407,11 @@
 // one process would give it. A reader ends when every producer has ended
 // on every one of its partitions; a writer sends its end with the
 // watermark that ends its input, because its task ends only after the
-// job's final checkpoint. NB: idleness does not cross: a producer whose
-// input is idle holds back the watermark of every reader until it
-// advances or ends.
+// job's final checkpoint. Idleness crosses too: a producer whose input
+// goes idle (a Kafka source's subtask that owns no partition, say) says
+// so on every partition, and readers leave it out of their watermark
+// until its next record or watermark, which may then come late, as after
+// any idle input.
 //
 // Exactly once. Offsets live in checkpoints, as the kafka package keeps
 // them in any job; they do not go into the Kafka transactions

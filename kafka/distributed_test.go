@@ -472,3 +472,58 @@ func TestDistributedInProcess(t *testing.T) {
 	slices.Sort(want)
 	diff(t, readTopic(t, brokers, "counts", true), want)
 }
+
+// TestDistributedIdleProducers runs an unbounded event-time job as three
+// processes' jobs in this process, over 4 input partitions shared by 6
+// source subtasks: the 2 that own none are idle, and their idleness
+// crosses the repartition topic, so windows fire while the job runs
+// rather than never.
+func TestDistributedIdleProducers(t *testing.T) {
+	c := newCluster(t, 4, []string{"in", "wins"})
+	brokers := c.ListenAddrs()
+	evs := events(4, 300, 40, time.Millisecond)
+	produce(t, brokers, "in", evs)
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, distProcesses)
+	for p := range distProcesses {
+		job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, Parallelism: 2, Logger: logger,
+			Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(dir, fmt.Sprint(p))},
+			Cluster: &ringflow.Cluster{JobID: "idle", Process: p, Processes: distProcesses, Partitions: 6,
+				Exchange: Exchange(ExchangeConfig{Brokers: brokers, Logger: logger})}})
+		src := ringflow.SourceWithOwnEventTime(job, "in", Source(SourceConfig[event]{Brokers: brokers,
+			Topics: []string{"in"}, Decode: decodeEvent, Logger: logger, EventTime: func(e event) int64 { return e.TsMs }}))
+		sums := ringflow.Window(ringflow.KeyBy(src, func(e event) int { return e.Key }), "window",
+			ringflow.TumblingWindows(windowSize), windowAgg{})
+		ringflow.TxnSink(sums, "out", Sink(SinkConfig[ringflow.WindowResult[int, [2]int64]]{
+			Brokers: brokers, Topic: "wins", Logger: logger, TransactionalIDPrefix: fmt.Sprintf("idle-%d-out", p),
+			Encode: func(r ringflow.WindowResult[int, [2]int64]) (*kgo.Record, error) {
+				return &kgo.Record{Value: []byte(windowLine(r.Key, r.Start, r.End, r.Value))}, nil
+			},
+		}))
+		go func() { errs <- job.Run(ctx) }()
+	}
+	defer func() {
+		cancel()
+		for range distProcesses {
+			<-errs
+		}
+	}()
+	// The input's watermark ends just before its last window's end: every
+	// window but the last fires.
+	last := evs[len(evs)-1].TsMs
+	last -= last % windowSize.Milliseconds()
+	var want []string
+	for _, w := range windowOracle(evs) {
+		if !strings.Contains(w, fmt.Sprintf("[%d,", last)) {
+			want = append(want, w)
+		}
+	}
+	var got []string
+	waitFor(t, 30*time.Second, "every window but the last committed", func() bool {
+		got = readTopic(t, brokers, "wins", true)
+		return len(got) >= len(want)
+	})
+	diff(t, got, want)
+}
