@@ -286,6 +286,26 @@ func cutBuilds[T any](codec operator.Codec[T]) func(s *cutSpec) (writer, reader 
 	}
 }
 
+// clusterKeyGroups returns the key groups this process of a distributed
+// job owns, once its graph is cut: its keyed operators' subtasks share
+// them (and only them) out.
+func (j *Job) clusterKeyGroups() (keygroups.Range, bool) {
+	p, _ := j.cut.done()
+	if p == nil {
+		return keygroups.Range{}, false
+	}
+	return p.keyGroupsOfPartitions(p.Owned(j.cfg.Cluster.Process)), true
+}
+
+// hashPartitioner routes the records of a hash edge to the subtasks of
+// its downstream operator of the given parallelism.
+func (j *Job) hashPartitioner(parallelism int) (*keygroups.Partitioner, error) {
+	if own, ok := j.clusterKeyGroups(); ok {
+		return keygroups.NewPartitionerWithin(own, parallelism, j.cfg.MaxParallelism)
+	}
+	return keygroups.NewPartitioner(parallelism, j.cfg.MaxParallelism)
+}
+
 // keyGroupsOfPartitions returns the key groups of partitions [first, end).
 func (p *ClusterPlan) keyGroupsOfPartitions(r keygroups.Range) keygroups.Range {
 	if r.Len() == 0 {

@@ -471,9 +471,7 @@
 // once in the job, and a sink writes each process's part of the output.
 // A KeyBy is what brings records together across processes.
 //
-// Within a process, the key groups a process owns are shared out among an
-// operator's subtasks as in any job, by keygroups.RangeOf over all key
-// groups, so with Parallelism above 1 some subtasks get few or none of
-// the process's key groups: run more processes rather than more subtasks
-// per process.
+// Within a process, a keyed operator's subtasks share out the key groups
+// the process owns, and only those (keygroups.RangeWithin), so every
+// subtask has work; its parallelism may not exceed their number.
 package ringflow

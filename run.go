@@ -504,7 +504,7 @@ func (p *physical) gateOf(n *node, ti *typeInfo, edges []*edge, i int, rings map
 			eo.Writers = append(eo.Writers, rings[ringKey{e, i, d}].Writer())
 		}
 		if e.part == operator.Hash {
-			part, err := keygroups.NewPartitioner(e.to.parallelism, p.job.cfg.MaxParallelism)
+			part, err := p.job.hashPartitioner(e.to.parallelism)
 			if err != nil {
 				return nil, nil, fmt.Errorf("operator %q: %w", e.to.name, err)
 			}

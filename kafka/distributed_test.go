@@ -430,6 +430,7 @@ func TestDistributedInProcess(t *testing.T) {
 	// NB: the jobs share this process's Ps: the warning that their workers
 	// leave none spare is expected.
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	jobs := make([]*ringflow.Job, distProcesses)
 	for p := range distProcesses {
 		job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, Parallelism: 2, Logger: logger,
 			Checkpoint: ringflow.CheckpointConfig{Interval: 10 * time.Millisecond, StateDir: filepath.Join(dir, fmt.Sprint(p))},
@@ -445,6 +446,7 @@ func TestDistributedInProcess(t *testing.T) {
 				return &kgo.Record{Value: fmt.Appendf(nil, "%d:%d", r[0], r[1])}, nil
 			},
 		}))
+		jobs[p] = job
 		// NB: Graph races Run to cut the graph, which happens once.
 		go job.Graph()
 		go func() { errs <- job.Run(context.Background()) }()
@@ -471,6 +473,14 @@ func TestDistributedInProcess(t *testing.T) {
 	}
 	slices.Sort(want)
 	diff(t, readTopic(t, brokers, "counts", true), want)
+	// Each process's key groups are shared out among its own subtasks.
+	for p, job := range jobs {
+		for _, s := range job.Metrics().Subtasks {
+			if s.Operator == "count" && s.RecordsIn == 0 {
+				t.Errorf("process %d: subtask %d of count got no records", p, s.Subtask)
+			}
+		}
+	}
 }
 
 // TestDistributedIdleProducers runs an unbounded event-time job as three
