@@ -402,9 +402,10 @@
 // every watermark it passes, and at the end of its input an end marker,
 // to every partition, in order with its records; a reader keeps per
 // partition and producer the latest of them, and its watermark is their
-// minimum (ends count as the maximum). So no record is later at a window
-// than it would be in one process, and a window fires with every record
-// one process would give it. A reader ends when every producer has ended
+// minimum (ends count as the maximum). So, as in one process, a window's
+// watermark passes no record still on its way from a producer that is
+// not idle, and a window fires with the records one process would give
+// it. A reader ends when every producer has ended
 // on every one of its partitions; a writer sends its end with the
 // watermark that ends its input, because its task ends only after the
 // job's final checkpoint. Idleness crosses too: a producer whose input
@@ -472,6 +473,7 @@
 // A KeyBy is what brings records together across processes.
 //
 // Within a process, a keyed operator's subtasks share out the key groups
-// the process owns, and only those (keygroups.RangeWithin), so every
-// subtask has work; its parallelism may not exceed their number.
+// the process owns, and only those (keygroups.RangeWithin), so that each
+// subtask owns a share of them; its parallelism may not exceed their
+// number.
 package ringflow
