@@ -95,7 +95,19 @@ func (x *exchange) CreateTopics(ctx context.Context, topics []string, partitions
 			return fmt.Errorf("kafka exchange: create topic %s: %w", t.Topic, err)
 		}
 	}
-	return x.checkPartitions(ctx, cl, topics, partitions)
+	// NB: brokers may not list a topic just created by this process or
+	// another for a moment; retriable errors are waited out.
+	for {
+		err := x.checkPartitions(ctx, cl, topics, partitions)
+		if err == nil || !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (and then %w)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (x *exchange) checkPartitions(ctx context.Context, cl *kgo.Client, topics []string, partitions int) error {
