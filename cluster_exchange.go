@@ -69,15 +69,18 @@ type cutWriter[T any] struct {
 	hash     operator.KeyHasher[T]
 	parts    *keygroups.Partitioner // key group → partition
 	producer int
-	wm       int64 // the last watermark written
-	ended    bool  // the end marker is written
+	wm       int64     // the last watermark written
+	pending  int64     // the newest watermark given, written when due
+	sentAt   time.Time // when wm was written
+	now      func() time.Time
+	ended    bool // the end marker is written
 	batch    []ExchangeRecord
 	hashes   []uint64
 }
 
 func newCutWriter[T any](s *cutSpec, codec operator.Codec[T], sink TwoPhaseSink[ExchangeRecord]) *cutWriter[T] {
 	return &cutWriter[T]{TxnSink: operator.NewTxnSink[ExchangeRecord](sink), spec: s, codec: codec,
-		hash: s.keyHash.(operator.KeyHasher[T]), wm: MinWatermark}
+		hash: s.keyHash.(operator.KeyHasher[T]), wm: MinWatermark, pending: MinWatermark, now: time.Now}
 }
 
 // Open implements operator.Operator.
@@ -115,6 +118,13 @@ func (w *cutWriter[T]) Push(recs []T, ts []int64) {
 	clear(w.batch)
 }
 
+// cutMarkerEvery is the least time between two watermarks a writer sends:
+// each is a record in every partition, and a source advances its
+// watermark with every batch it reads. Readers see a watermark at most
+// this much later (a later watermark is always safe); idleness and the
+// end go at once.
+const cutMarkerEvery = 5 * time.Millisecond
+
 // Watermark implements operator.Operator. The watermark at the end of
 // input ends the topic for this producer too: with checkpoints, End comes
 // only after the job's final checkpoint, which waits for every reader of
@@ -125,20 +135,45 @@ func (w *cutWriter[T]) Watermark(wm int64) {
 		w.end()
 		return
 	}
-	if !w.spec.timed || wm <= w.wm {
+	if !w.spec.timed || wm <= w.pending {
 		return
 	}
-	w.wm = wm
-	w.toEvery(cutWatermark, wm)
+	w.pending = wm
+	w.Tick(w.now())
+}
+
+// Tick implements operator.Ticker: it sends the pending watermark when
+// it is due.
+func (w *cutWriter[T]) Tick(now time.Time) {
+	if w.pending > w.wm && now.Sub(w.sentAt) >= cutMarkerEvery {
+		w.sendWatermark(now)
+	}
+}
+
+// Deadline implements operator.Ticker.
+func (w *cutWriter[T]) Deadline() time.Time {
+	if w.pending > w.wm {
+		return w.sentAt.Add(cutMarkerEvery)
+	}
+	return time.Time{}
+}
+
+func (w *cutWriter[T]) sendWatermark(now time.Time) {
+	w.wm, w.sentAt = w.pending, now
+	w.toEvery(cutWatermark, w.wm)
 }
 
 // Idle implements operator.IdleListener: without it, a producer whose
 // input is idle (a Kafka source's subtask that owns no partition) would
 // hold back the watermark of every reader of the topic.
 func (w *cutWriter[T]) Idle(int64) {
-	if w.spec.timed && !w.ended {
-		w.toEvery(cutIdle, 0)
+	if !w.spec.timed || w.ended {
+		return
 	}
+	if w.pending > w.wm {
+		w.sendWatermark(w.now()) // NB: before the idleness, which it would end
+	}
+	w.toEvery(cutIdle, 0)
 }
 
 // End implements operator.Operator.

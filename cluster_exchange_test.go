@@ -1,8 +1,10 @@
 package ringflow
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -159,4 +161,92 @@ func TestCutReaderIdle(t *testing.T) {
 	if wm, _ := r2.Watermark(time.Time{}); wm != MinWatermark {
 		t.Fatalf("watermark %d; want producer 1's on partition 4, none yet", wm)
 	}
+}
+
+// memSink keeps what a cut writer writes, in order.
+type memSink struct{ recs []ExchangeRecord }
+
+func (m *memSink) Open(context.Context, int, int) error                    { return nil }
+func (m *memSink) Recover(context.Context, [][]byte) error                 { return nil }
+func (m *memSink) Write(r ExchangeRecord) error                            { m.recs = append(m.recs, r); return nil }
+func (m *memSink) Commit(context.Context, []byte) error                    { return nil }
+func (m *memSink) Close() error                                            { return nil }
+func (m *memSink) PreCommit() ([]byte, func(context.Context) error, error) { return nil, nil, nil }
+
+// kinds returns the kinds and times of what was written since the last
+// call, one letter and time per partition-wide marker (checked to have
+// gone to every partition) or data record.
+func (m *memSink) kinds(t *testing.T, partitions int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; i < len(m.recs); {
+		kind, _, ts, _, err := parseCutHeader(m.recs[i].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind == cutData {
+			out = append(out, fmt.Sprintf("d%d", ts))
+			i++
+			continue
+		}
+		for p := range partitions {
+			if m.recs[i+p].Partition != int32(p) || m.recs[i+p].Value[0] != kind {
+				t.Fatalf("marker %q went to partitions %v", kind, m.recs[i:i+partitions])
+			}
+		}
+		out = append(out, fmt.Sprintf("%c%d", kind, ts))
+		i += partitions
+	}
+	m.recs = nil
+	return out
+}
+
+// TestCutWriterMarkers: a writer sends a watermark at most every
+// cutMarkerEvery, the pending one when Tick finds it due or before the
+// input goes idle, and its end with the watermark that ends the input.
+func TestCutWriterMarkers(t *testing.T) {
+	codec, err := operator.CodecFor[uint64]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &ClusterPlan{Processes: 1, Partitions: 3, MaxParallelism: 8}
+	hash := operator.KeyHasher[uint64]{One: func(p *uint64) uint64 { return *p }, All: func(rs []uint64, hs []uint64) {
+		for i := range rs {
+			hs[i] = rs[i]
+		}
+	}}
+	sink := &memSink{}
+	w := newCutWriter[uint64](&cutSpec{plan: plan, topic: "t", keyHash: hash, timed: true, producers: 1}, codec, sink)
+	clock := time.Unix(1000, 0)
+	w.now = func() time.Time { return clock }
+	if err := w.Open(&operator.Context{Operator: "w", Parallelism: 1, MaxParallelism: 8, Checkpoints: true}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want ...string) {
+		t.Helper()
+		if got := sink.kinds(t, plan.Partitions); !slices.Equal(got, want) {
+			t.Fatalf("wrote %v, want %v", got, want)
+		}
+	}
+	w.Push([]uint64{1}, []int64{5})
+	w.Watermark(10)
+	check("d5", "w10") // the first goes at once
+	w.Watermark(20)
+	w.Watermark(30)
+	check() // too soon
+	due := w.Deadline()
+	if due != clock.Add(cutMarkerEvery) {
+		t.Fatalf("deadline %v, want %v after the last", due, cutMarkerEvery)
+	}
+	w.Tick(due.Add(-time.Nanosecond))
+	check()
+	clock = due
+	w.Tick(due)
+	check("w30")
+	w.Watermark(40)
+	w.Idle(40)
+	check("w40", "i0") // the pending watermark, then the idleness
+	w.Watermark(MaxWatermark)
+	w.End()
+	check("e0") // once
 }
