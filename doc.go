@@ -352,4 +352,128 @@
 // has it. Checkpoints of format version 1 did not record declarations:
 // their state is matched by name only (and only the state that had
 // entries). The match runs once per restore, never per record.
+//
+// # Distributed jobs
+//
+// When a job outgrows one machine it runs as N processes of one program,
+// each of them the same job with Config.Cluster set, as Kafka Streams runs
+// an application: Run cuts the graph at every keyed exchange (every hash
+// edge, KeyBy) into sub-topologies, joins them through one repartition
+// topic per cut, and every process runs every sub-topology for the
+// partitions it owns. Between two cuts a process runs the job as it runs
+// any job, over rings; Kafka is the only exchange, and the log, between
+// processes. Job.ClusterPlan says how a job is cut:
+//
+//	sub-topology 0: clicks, valid
+//	  writes clicks-rp0-valid-per-user
+//	sub-topology 1: per-user, out
+//	  reads  clicks-rp0-valid-per-user
+//	topic clicks-rp0-valid-per-user: valid -> per-user, written by ..., read by ...
+//	process 0: partitions [0,4), key groups [0,43)
+//	process 1: partitions [4,8), key groups [43,86)
+//	process 2: partitions [8,12), key groups [86,128)
+//
+// The plan. A cut edge from → to becomes a sink after from (the topic's
+// writer, chained to it) and a source before to (its reader), which feeds
+// to over a hash edge as before. Every repartition topic has
+// Cluster.Partitions partitions; partition p carries the contiguous range
+// of key groups keygroups.RangeOf(p, Partitions, MaxParallelism), so a
+// record goes to the partition of its key group, and process i owns the
+// partitions keygroups.RangeOf(i, Processes, Partitions): a contiguous
+// range of key groups, whose keyed state it holds. Sources that are not
+// readers (a Kafka input topic, a generator) open as subtask
+// i·parallelism + s of Processes·parallelism, so the processes share
+// their input out between them as subtasks of one job would.
+//
+// Membership is static. Process i of N is told its number; nothing
+// rebalances. A process that dies leaves its partitions unread until a
+// process i starts again on i's state directory, which takes back exactly
+// i's partitions from i's latest checkpoint. The others go on meanwhile:
+// they do not restart with it, and only what depends on its output waits.
+// Processes, Partitions and each operator's parallelism must stay as they
+// were for a restore (rescaling a distributed job is not built: a
+// process's checkpoint holds only its own part). Within that, each
+// process stops and restores as any job does: Job.StopWithSavepoint on
+// every process, then every process started again with
+// Config.RestoreFrom its own savepoint (a new version of the program,
+// say), continues the job.
+//
+// Event time crosses the topics: each writer subtask (a producer) sends
+// every watermark it passes, and at the end of its input an end marker,
+// to every partition, in order with its records; a reader keeps per
+// partition and producer the latest of them, and its watermark is their
+// minimum (ends count as the maximum). So, as in one process, a window's
+// watermark passes no record still on its way from a producer that is
+// not idle, and a window fires with the records one process would give
+// it. A reader ends when every producer has ended
+// on every one of its partitions; a writer sends its end with the
+// watermark that ends its input, because its task ends only after the
+// job's final checkpoint. Idleness crosses too: a producer whose input
+// goes idle (a Kafka source's subtask that owns no partition, say) says
+// so on every partition, and readers leave it out of their watermark
+// until its next record or watermark, which may then come late, as after
+// any idle input.
+//
+// Exactly once. Offsets live in checkpoints, as the kafka package keeps
+// them in any job; they do not go into the Kafka transactions
+// (AddOffsetsToTxn, as Kafka Streams does). Each process checkpoints as a
+// job on its own: a checkpoint holds, in one manifest, its keyed state,
+// the offsets its readers and Kafka sources consumed, the watermarks and
+// ends they had seen, and the handles of the transactions its writers
+// and transactional sinks pre-committed at its barrier. The manifest is
+// the one atomic step: the commits of the transactions follow the
+// checkpoint's completion, and can be done again by whoever holds the
+// handles. Then, for a crash
+//
+//   - before checkpoint n completes: the restarted process restores n−1;
+//     its sinks fence their transactional ids, which aborts the
+//     transactions after n−1, none of whose records any read_committed
+//     reader (the other processes, the output's consumers) ever saw; it
+//     reads its input again from n−1's offsets and writes it again;
+//   - after checkpoint n completed, before its transactions committed:
+//     they stay open on the brokers, their records unseen (the
+//     partitions' last stable offset holds the readers behind them). The
+//     restarted process restores n, commits n's transactions from their
+//     handles (Recover), fences the rest, and reads on from n's offsets,
+//     which are exactly those the committed records derive from;
+//   - after the commits: as the case before, the commits found done.
+//
+// In each case each record consumed affects state and committed output
+// once, and other processes see only committed records, which are never
+// retracted: so no process ever rolls back for another's failure, and the
+// whole is exactly once because each process is. Keeping offsets with the
+// state rather than in the transaction is what makes one step atomic: a
+// process's state lives in its checkpoint, not in Kafka, and offsets
+// committed in a transaction could run ahead of a checkpoint that then
+// failed to complete, leaving state behind its offsets. The cost is a
+// transaction left open across a crash: it must outlive the restart
+// (SinkConfig.TransactionTimeout; a transaction the brokers aborted at
+// their timeout is lost, and logged, as the kafka package doc says), and
+// it holds back readers of its partitions until then. Output crosses a
+// process boundary once per checkpoint: each cut adds up to a checkpoint
+// interval of latency. TestDistributedKilled in package kafka SIGKILLs
+// processes at random moments, fails two commits of repartition
+// transactions (the case after completion, before the commits) and
+// compares with one process; built with the tag ringflow_exchange_notxn,
+// which writes repartition topics without transactions, it fails.
+//
+// Where state lives. A process's checkpoints are in its own
+// Checkpoint.StateDir, and nowhere else: if that directory is lost, the
+// process cannot resume (starting afresh would read its partitions again
+// from the start and write its output again). Keep each StateDir on
+// durable storage; a shared file system (one directory per process)
+// lets a process resume on another machine. Kafka Streams instead logs
+// each state change to a changelog topic and rebuilds lost state from it,
+// which makes a lost disk harmless but writes all state twice; that is not
+// built here.
+//
+// Operators that are not keyed run in every process, on that process's
+// records only: an operator of parallelism 1 runs once per process, not
+// once in the job, and a sink writes each process's part of the output.
+// A KeyBy is what brings records together across processes.
+//
+// Within a process, a keyed operator's subtasks share out the key groups
+// the process owns, and only those (keygroups.RangeWithin), so that each
+// subtask owns a share of them; its parallelism may not exceed their
+// number.
 package ringflow

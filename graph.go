@@ -45,8 +45,17 @@ type GraphEdge struct {
 }
 
 // Graph returns the job's graph. It is safe to call at any time, from any
-// goroutine, once the job is built.
+// goroutine, once the job is built. A distributed job's graph is the one
+// cut for its process (see Cluster).
 func (j *Job) Graph() Graph {
+	if j.cfg.Cluster != nil {
+		j.cutGraph() // NB: the graph changes once, before anyone reads it
+	}
+	return j.graphOf()
+}
+
+// graphOf returns the graph as it is now.
+func (j *Job) graphOf() Graph {
 	var g Graph
 	task := map[*node]string{}
 	for _, c := range j.chains() {

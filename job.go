@@ -160,6 +160,9 @@ type Config struct {
 	// triggered, completed, failed and aborted, restores, task failures,
 	// restarts and the end of the job. See EventListener.
 	Events *EventListener
+	// Cluster, when set, runs the job as one of several processes joined
+	// by Kafka: see Cluster and the package doc's "Distributed jobs".
+	Cluster *Cluster
 }
 
 func (c Config) withDefaults() Config {
@@ -315,6 +318,9 @@ type Job struct {
 	// identity is the job's on its state directory; set before any
 	// operator opens.
 	identity identity
+
+	// cut is how a distributed job's graph is cut (Config.Cluster).
+	cut clusterCut
 
 	statsMu     sync.Mutex
 	lastRestore RestoreReport

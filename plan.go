@@ -164,5 +164,8 @@ func (j *Job) keyGroupsOf(n *node, i int) (keygroups.Range, error) {
 	if !n.keyed {
 		return keygroups.Range{}, nil
 	}
+	if own, ok := j.clusterKeyGroups(); ok {
+		return keygroups.RangeWithin(own, i, n.parallelism)
+	}
 	return keygroups.RangeOf(i, n.parallelism, j.cfg.MaxParallelism)
 }

@@ -60,6 +60,11 @@ func (j *Job) Run(ctx context.Context) error {
 func (j *Job) run(ctx context.Context) error {
 	// NB: nothing starts before the whole configuration and graph are
 	// checked, and every problem is reported at once.
+	if j.cfg.Cluster != nil {
+		if err := j.cutForCluster(ctx); err != nil {
+			return err
+		}
+	}
 	if err := errors.Join(j.cfg.validate(), j.validate()); err != nil {
 		return err
 	}
@@ -499,7 +504,7 @@ func (p *physical) gateOf(n *node, ti *typeInfo, edges []*edge, i int, rings map
 			eo.Writers = append(eo.Writers, rings[ringKey{e, i, d}].Writer())
 		}
 		if e.part == operator.Hash {
-			part, err := keygroups.NewPartitioner(e.to.parallelism, p.job.cfg.MaxParallelism)
+			part, err := p.job.hashPartitioner(e.to.parallelism)
 			if err != nil {
 				return nil, nil, fmt.Errorf("operator %q: %w", e.to.name, err)
 			}

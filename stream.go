@@ -540,6 +540,9 @@ type typeInfo struct {
 	// count puts an operator.Counting link in front of down, an
 	// operator.Input[T].
 	count func(down any, from, into *operator.Metrics) any
+	// cut builds the writer and reader of a keyed exchange between
+	// processes (Config.Cluster).
+	cut func(s *cutSpec) (writer, reader buildFunc)
 }
 
 // gateOps is the untyped face of an operator.Gate.
@@ -561,6 +564,7 @@ func typeOf[T any](j *Job, n *node, custom any) *typeInfo {
 		j.graphErrorf(ErrTypeMismatch, n.name, "operator %q: WithCodec got a codec for %T, but the output is %s", n.name, c, ti.name)
 	}
 	ti.codec = codec
+	ti.cut = cutBuilds(codec)
 	ti.gate = func(opts operator.GateOptions, edges []operator.EdgeOut) (any, *gateOps, error) {
 		g, err := operator.NewGate(codec, opts, edges)
 		if err != nil {

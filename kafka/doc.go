@@ -173,11 +173,26 @@
 // see nothing past a transaction left open until it is committed, fenced
 // or timed out.
 //
+// # Exchange
+//
+// Exchange is the transport of a job run as several processes
+// (ringflow.Cluster): the engine cuts the job at its keyed exchanges into
+// repartition topics, which Exchange creates (Cluster.Partitions
+// partitions each) and reads and writes with this package's Source and
+// Sink. Each process reads only its own partitions of each topic
+// (SourceConfig.Partitions), committed records only, from the offsets its
+// checkpoints keep, and writes each checkpoint's records in transactions
+// on the ids <job id>-<process>-<topic>-<subtask>-<slot>, committed when
+// its checkpoint completes. The ringflow package doc's "Distributed jobs"
+// says why that is exactly once across processes.
+//
 // # Testing
 //
 // The package's tests run against franz-go's in-process cluster, kfake:
 // transactions, injected broker errors, a cluster stopped and started
-// again from its data directory, and a job killed with SIGKILL mid
-// transaction and resumed from its state directory. Example shows a job
+// again from its data directory, a job killed with SIGKILL mid
+// transaction and resumed from its state directory, and a job run as
+// three processes, killed with SIGKILL one at a time, against the same
+// job in one process. Example shows a job
 // against kfake.
 package kafka

@@ -173,6 +173,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
 		os.Exit(killChild(dir, strings.Split(os.Getenv(killChildEnv+"_BROKERS"), ",")))
 	}
+	if code, ok := distChildMain(); ok {
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

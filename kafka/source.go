@@ -37,6 +37,11 @@ type SourceConfig[T any] struct {
 	// Topics are read whole: every partition of each, as the topics have
 	// when the job first opens. Required.
 	Topics []string
+	// Partitions, if set, narrows Topics to the partitions for which it
+	// returns true; the source's subtasks share those out as they would
+	// the whole topics. A process of a distributed job reads its own
+	// partitions so.
+	Partitions func(topic string, partition int32) bool
 	// Decode makes a record of a Kafka record; an error fails the task,
 	// naming the record's topic, partition and offset. It runs on the
 	// subtask's worker thread and must not keep r. Required.
@@ -277,7 +282,9 @@ func (s *source[T]) partitions(ctx context.Context) ([]partPos, error) {
 			return nil, fmt.Errorf("kafka source: topic %q: %w", name, err)
 		}
 		for _, p := range t.Partitions {
-			all = append(all, partPos{topic: name, part: p.Partition})
+			if s.cfg.Partitions == nil || s.cfg.Partitions(name, p.Partition) {
+				all = append(all, partPos{topic: name, part: p.Partition})
+			}
 		}
 	}
 	return all, nil
@@ -489,9 +496,13 @@ func (s *source[T]) Timestamps(ts []int64) { copy(ts, s.ts) }
 // watermarks of the partitions that are neither idle nor read to their
 // bound.
 func (s *source[T]) Watermark(now time.Time) (int64, bool) {
-	wm, active := int64(math.MaxInt64), false
+	wm, active, done := int64(math.MaxInt64), false, 0
 	for _, p := range s.parts {
-		if p.done() || s.cfg.IdleTimeout > 0 && now.Sub(p.lastAt) >= s.cfg.IdleTimeout {
+		if p.done() {
+			done++
+			continue
+		}
+		if s.cfg.IdleTimeout > 0 && now.Sub(p.lastAt) >= s.cfg.IdleTimeout {
 			continue
 		}
 		active = true
@@ -501,7 +512,12 @@ func (s *source[T]) Watermark(now time.Time) (int64, bool) {
 		wm = min(wm, p.maxTs-s.cfg.OutOfOrderness.Milliseconds()-1)
 	}
 	if !active {
-		return s.wm, true
+		// NB: a subtask that read every partition to its bound is not
+		// idle but about to end, with the watermark at its end: were it
+		// idle for the moment between, operators downstream could let
+		// their watermark run ahead of what its last records make fire,
+		// which would then come late.
+		return s.wm, len(s.parts) == 0 || done < len(s.parts)
 	}
 	s.wm = max(s.wm, wm)
 	return s.wm, false

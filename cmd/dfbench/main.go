@@ -18,6 +18,8 @@
 //	dfbench iterate [--vertices N --edges M --seed S | --input FILE] [--output FILE] [--parallelism P]
 //	            [--workers W] [--checkpoint-interval D] [--state-dir DIR] [--unaligned | --alignment-timeout D]
 //	            [--fail-after N] [--no-check] [--json]
+//	dfbench cluster [--processes N] [--parallelism P] [--partitions P] [--records N] [--keys K] [--rate R]
+//	            [--checkpoint-interval D] [--json]
 package main
 
 import (
@@ -45,6 +47,7 @@ var commands = map[string]command{
 	"phases":  {"count a run's slow samples by time since the last checkpoint trigger", runPhases},
 	"soak":    {"run a pipeline for long, with failures and kills: memory, disk, checkpoints over time", runSoak},
 	"iterate": {"connected components by label propagation in a loop: checkpoints of a cyclic job", runIterate},
+	"cluster": {"keyed-count as a job of several processes joined by Kafka (kfake): throughput per process, latency", runCluster},
 }
 
 // errUsage marks errors for which the usage text has already been printed.

@@ -99,6 +99,12 @@ type Context struct {
 	// at each snapshot the task tells them of the timers the instance
 	// holds pending (TimerHolder), which keep a loop from ending.
 	Loops []LoopBody
+	// Share, for a source of one process of a distributed job, is the
+	// subtask's place among the source's subtasks in every process: the
+	// source opens as that subtask of that parallelism, so that the
+	// processes share its input out between them. Zero: Subtask of
+	// Parallelism.
+	Share struct{ Subtask, Parallelism int }
 
 	// idleWork is what the instance's state does while its task has no
 	// records waiting (see Task.idleStatus): each call does a piece of a

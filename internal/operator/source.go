@@ -138,7 +138,11 @@ func (s *SourceRunner[T]) Open(ctx *Context) (err error) {
 	if s.stamped && s.own == nil {
 		return fmt.Errorf("open source: a %T keeps no event time of its own (it is no EventTimeSource)", s.src)
 	}
-	if err := s.src.Open(ctx.Subtask, ctx.Parallelism, s.pos); err != nil {
+	sub, par := ctx.Subtask, ctx.Parallelism
+	if ctx.Share.Parallelism > 0 {
+		sub, par = ctx.Share.Subtask, ctx.Share.Parallelism
+	}
+	if err := s.src.Open(sub, par, s.pos); err != nil {
 		return fmt.Errorf("open source: %w", err)
 	}
 	s.lastAt = time.Now()

@@ -673,12 +673,29 @@ func (t *Task) advance(wm int64, idle bool) {
 		}
 		t.idle = false
 	}
-	if idle != t.idle && t.Gate != nil {
+	if idle != t.idle {
 		t.idle = idle
-		if idle {
+		if idle && t.Gate != nil {
 			t.Gate.Idle(t.wm)
 		}
+		if idle {
+			// NB: a chain with no output of its own (it ends in a sink)
+			// tells operators that pass idleness on elsewhere.
+			for _, op := range t.Ops {
+				if l, ok := op.(IdleListener); ok {
+					l.Idle(t.wm)
+				}
+			}
+		}
 	}
+}
+
+// IdleListener is an operator that passes its input's idleness on by
+// itself: the sink that writes a distributed job's repartition topic.
+// Idle says the input is idle at watermark wm; it is active again with
+// the next record or watermark.
+type IdleListener interface {
+	Idle(wm int64)
 }
 
 // finish ends the chain: every window and timer fires, then END goes out.
