@@ -105,59 +105,7 @@ func timerLoopJob(dir string, n int, domain ringflow.TimeDomain, mode checkpoint
 // the end is lost.
 func TestIterateWaitsForTimers(t *testing.T) {
 	ringflow.LoopTimerWaitOff()
-	base := seeds.Seed(t)
-	restoredSome := false
-	defer func() {
-		if !t.Failed() && !restoredSome {
-			t.Error("no run restored a checkpoint: the test did not exercise recovery")
-		}
-	}()
-	modes := []checkpointMode{checkpointModes[0], checkpointModes[1], checkpointModes[2]}
-	domains := []ringflow.TimeDomain{ringflow.EventTime, ringflow.ProcessingTime}
-	for i := range 2 * len(modes) {
-		seed := base + uint64(i)
-		mode, domain := modes[i%len(modes)], domains[i/len(modes)]
-		name := map[ringflow.TimeDomain]string{ringflow.EventTime: "event", ringflow.ProcessingTime: "processing"}[domain]
-		t.Run(fmt.Sprintf("%s/%s/%d", name, mode.name, seed), func(t *testing.T) {
-			const n = 3000
-			rnd := rand.New(rand.NewPCG(seed, 17))
-			failAt := []int64{1 + rnd.Int64N(n*tickRounds)}
-			dir := t.TempDir()
-			var failures, seen atomic.Int64
-			job := timerLoopJob(dir, n, domain, mode, failAt, &failures, &seen)
-			run(t, job)
-			want := make([]string, n)
-			for i := range want {
-				want[i] = fmt.Sprintf("%d %d", i, tickRounds)
-			}
-			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
-			if job.Restarts() != int(failures.Load()) || failures.Load() != 1 {
-				t.Fatalf("%d restarts, %d failures injected (of %d planned)", job.Restarts(), failures.Load(), len(failAt))
-			}
-			cps := job.Checkpoints()
-			last := cps[len(cps)-1]
-			if !last.Final {
-				t.Fatalf("the last of %d checkpoints is not final", len(cps))
-			}
-			timers := 0
-			for _, cp := range cps {
-				for _, st := range cp.Subtasks {
-					timers += st.LoopTimers
-				}
-			}
-			for _, st := range last.Subtasks {
-				if st.LoopRecords != 0 || st.LoopTimers != 0 {
-					t.Fatalf("final checkpoint %d: %s#%d logged %d records, found %d timers pending",
-						last.ID, st.Operator, st.Subtask, st.LoopRecords, st.LoopTimers)
-				}
-			}
-			t.Logf("failure at %v; %d checkpoints, their head subtasks counted %d pending timers in all; restored from checkpoint %d",
-				failAt, len(cps), timers, job.RestoredFrom())
-			if job.RestoredFrom() > 0 {
-				restoredSome = true
-			}
-		})
-	}
+	runTimerLoops(t, 3000, tickRounds, tickRounds, 17, timerLoopJob, nil)
 }
 
 const innerRounds, outerRounds = 3, 4
@@ -200,6 +148,34 @@ func nestedLoopJob(dir string, n int, domain ringflow.TimeDomain, mode checkpoin
 func TestIterateNested(t *testing.T) {
 	ringflow.LoopReplayOff()
 	ringflow.LoopTimerWaitOff()
+	runTimerLoops(t, 2000, outerRounds, outerRounds*innerRounds, 19, nestedLoopJob, func(t *testing.T, last ringflow.CheckpointStats) {
+		heads := map[string]int{}
+		for _, st := range last.Subtasks {
+			if st.Operator == "outer" || st.Operator == "inner" {
+				heads[st.Operator]++
+			}
+		}
+		if heads["outer"] != 2 || heads["inner"] != 3 {
+			t.Fatalf("final checkpoint %d: parts of the heads %v, want outer 2, inner 3", last.ID, heads)
+		}
+	})
+}
+
+// loopJob builds a job of the timer loop tests: n records through a loop,
+// in the given time domain and checkpoint mode, failing when the failing
+// operator has seen the numbers of records in failAt.
+type loopJob func(dir string, n int, domain ringflow.TimeDomain, mode checkpointMode, failAt []int64,
+	failures, seen *atomic.Int64) *ringflow.Job
+
+// runTimerLoops runs the job of build for n records in three checkpoint
+// modes and both time domains, each with one seeded failure among the
+// first n*rounds records its failing operator sees (salt tells the tests'
+// draws apart): every record leaves the loop once, having made visits
+// visits; the job ends on a final checkpoint that found no record in
+// transit and no timer pending, and check, if set, looks at it further.
+// Some run must restore a checkpoint.
+func runTimerLoops(t *testing.T, n, rounds, visits int, salt uint64, build loopJob,
+	check func(t *testing.T, last ringflow.CheckpointStats)) {
 	base := seeds.Seed(t)
 	restoredSome := false
 	defer func() {
@@ -214,16 +190,15 @@ func TestIterateNested(t *testing.T) {
 		mode, domain := modes[i%len(modes)], domains[i/len(modes)]
 		name := map[ringflow.TimeDomain]string{ringflow.EventTime: "event", ringflow.ProcessingTime: "processing"}[domain]
 		t.Run(fmt.Sprintf("%s/%s/%d", name, mode.name, seed), func(t *testing.T) {
-			const n = 2000
-			rnd := rand.New(rand.NewPCG(seed, 19))
-			failAt := []int64{1 + rnd.Int64N(n*outerRounds)}
+			rnd := rand.New(rand.NewPCG(seed, salt))
+			failAt := []int64{1 + rnd.Int64N(int64(n*rounds))}
 			dir := t.TempDir()
 			var failures, seen atomic.Int64
-			job := nestedLoopJob(dir, n, domain, mode, failAt, &failures, &seen)
+			job := build(dir, n, domain, mode, failAt, &failures, &seen)
 			run(t, job)
 			want := make([]string, n)
 			for i := range want {
-				want[i] = fmt.Sprintf("%d %d", i, outerRounds*innerRounds)
+				want[i] = fmt.Sprintf("%d %d", i, visits)
 			}
 			diffRows(t, readParts(t, filepath.Join(dir, "out")), sortedCopy(want))
 			if job.Restarts() != int(failures.Load()) || failures.Load() != 1 {
@@ -234,27 +209,24 @@ func TestIterateNested(t *testing.T) {
 			if !last.Final {
 				t.Fatalf("the last of %d checkpoints is not final", len(cps))
 			}
-			heads := map[string]int{}
-			logged := 0
+			timers, logged := 0, 0
 			for _, cp := range cps {
 				for _, st := range cp.Subtasks {
+					timers += st.LoopTimers
 					logged += st.LoopRecords
 				}
 			}
 			for _, st := range last.Subtasks {
-				if st.Operator == "outer" || st.Operator == "inner" {
-					heads[st.Operator]++
-				}
 				if st.LoopRecords != 0 || st.LoopTimers != 0 {
 					t.Fatalf("final checkpoint %d: %s#%d logged %d records, found %d timers pending",
 						last.ID, st.Operator, st.Subtask, st.LoopRecords, st.LoopTimers)
 				}
 			}
-			if heads["outer"] != 2 || heads["inner"] != 3 {
-				t.Fatalf("final checkpoint %d: parts of the heads %v, want outer 2, inner 3", last.ID, heads)
+			if check != nil {
+				check(t, last)
 			}
-			t.Logf("failure at %v; %d checkpoints logged %d records in transit; restored from checkpoint %d",
-				failAt, len(cps), logged, job.RestoredFrom())
+			t.Logf("failure at %v; %d checkpoints logged %d records in transit and counted %d pending timers at their heads; restored from checkpoint %d",
+				failAt, len(cps), logged, timers, job.RestoredFrom())
 			if job.RestoredFrom() > 0 {
 				restoredSome = true
 			}
