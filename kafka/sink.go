@@ -290,7 +290,7 @@ func (s *sink[T]) Recover(ctx context.Context, txns [][]byte) error {
 			return err
 		}
 		oldPar, oldPool = max(oldPar, h.parallelism), max(oldPool, h.pool)
-		if h.empty() {
+		if h.empty() || commitAtBarrier {
 			continue
 		}
 		if err := s.commitRestored(ctx, h); err != nil {
@@ -430,6 +430,11 @@ func (s *sink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 		if pid2, epoch2, err := sl.cl.ProducerID(ctx); err != nil || pid2 != pid || epoch2 != epoch {
 			return fmt.Errorf("kafka sink: transaction %s: the producer is now %d epoch %d (%v)", h, pid2, epoch2, err)
 		}
+		if commitAtBarrier {
+			if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				return fmt.Errorf("kafka sink: commit transaction %s: %w", h, err)
+			}
+		}
 		return nil
 	}
 	return h.encode(), durable, nil
@@ -451,6 +456,10 @@ func (s *sink[T]) Commit(ctx context.Context, txn []byte) error {
 		}
 		if err := sl.failed(); err != nil {
 			return fmt.Errorf("kafka sink: transaction %s lost records: %w", h, err)
+		}
+		if commitAtBarrier {
+			sl.pending, sl.open = nil, false
+			return nil
 		}
 		if err := sl.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 			return fmt.Errorf("kafka sink: commit transaction %s: %w", h, err)

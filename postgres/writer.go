@@ -99,6 +99,11 @@ func (w *writer) serve(ctx context.Context, b *batch) error {
 	if _, err := w.conn.PgConn().Exec(ctx, "PREPARE TRANSACTION "+quoteLiteral(b.gid)).ReadAll(); err != nil {
 		return fmt.Errorf("prepare transaction %s: %w", b.gid, err)
 	}
+	if commitAtBarrier {
+		if _, err := w.conn.PgConn().Exec(ctx, "COMMIT PREPARED "+quoteLiteral(b.gid)).ReadAll(); err != nil {
+			return fmt.Errorf("commit prepared %s: %w", b.gid, err)
+		}
+	}
 	return nil
 }
 
