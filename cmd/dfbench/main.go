@@ -20,6 +20,8 @@
 //	            [--fail-after N] [--no-check] [--json]
 //	dfbench cluster [--processes N] [--parallelism P] [--partitions P] [--records N] [--keys K] [--rate R]
 //	            [--checkpoint-interval D] [--json]
+//	dfbench kafka [--records N] [--keys K] [--partitions P] [--parallelism P] [--checkpoint-interval D]
+//	            [--no-profile | --cpuprofile FILE] [--json]
 package main
 
 import (
@@ -48,6 +50,7 @@ var commands = map[string]command{
 	"soak":    {"run a pipeline for long, with failures and kills: memory, disk, checkpoints over time", runSoak},
 	"iterate": {"connected components by label propagation in a loop: checkpoints of a cyclic job", runIterate},
 	"cluster": {"keyed-count as a job of several processes joined by Kafka (kfake): throughput per process, latency", runCluster},
+	"kafka":   {"keyed-count from a Kafka topic to a transactional Kafka sink (kfake): throughput, checkpoints, CPU by part", runKafka},
 }
 
 // errUsage marks errors for which the usage text has already been printed.
