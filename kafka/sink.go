@@ -56,8 +56,15 @@ type SinkConfig[T any] struct {
 	Topic string
 	// Encode makes the Kafka record of a record (its Key, Value,
 	// Headers, Timestamp; Topic and Partition if it chooses them). The
-	// sink keeps the record until the broker has it. Required.
+	// sink keeps the record until the broker has it. Exactly one of
+	// Encode and EncodeTo is required.
 	Encode func(T) (*kgo.Record, error)
+	// EncodeTo, instead of Encode, fills in a record the sink hands it,
+	// so that writing a record allocates nothing: the sink reuses a
+	// record once the broker has it, its fields zero but for Key, Value
+	// and Headers, which keep their capacity at length 0 to be appended
+	// to. EncodeTo must not keep r or what it holds.
+	EncodeTo func(rec T, r *kgo.Record) error
 	// Delivery is the guarantee; DeliveryDefault by default.
 	Delivery Delivery
 
@@ -106,8 +113,11 @@ func (c *SinkConfig[T]) check() error {
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("no Brokers"))
 	}
-	if c.Encode == nil {
-		errs = append(errs, errors.New("no Encode function"))
+	switch {
+	case c.Encode == nil && c.EncodeTo == nil:
+		errs = append(errs, errors.New("no Encode or EncodeTo function"))
+	case c.Encode != nil && c.EncodeTo != nil:
+		errs = append(errs, errors.New("both Encode and EncodeTo: give one"))
 	}
 	if c.Delivery < DeliveryDefault || c.Delivery > NoGuarantee {
 		errs = append(errs, fmt.Errorf("unknown Delivery %d", int(c.Delivery)))
@@ -177,6 +187,40 @@ type sink[T any] struct {
 
 	slots []*slot
 	cur   *slot // holds the open transaction; nil before the first record after a checkpoint
+
+	pool *recordPool // with EncodeTo; nil with Encode
+}
+
+// recordPool recycles a sink's records for EncodeTo. The task takes
+// records from free; the promises, on the client's goroutines, return
+// them to back, which the task takes over whole when free runs dry. It
+// holds at most as many records as the clients buffer at once.
+type recordPool struct {
+	free []*kgo.Record
+	mu   sync.Mutex
+	back []*kgo.Record
+}
+
+func (p *recordPool) get() *kgo.Record {
+	if len(p.free) == 0 {
+		p.mu.Lock()
+		p.free, p.back = p.back, p.free
+		p.mu.Unlock()
+		if len(p.free) == 0 {
+			return new(kgo.Record)
+		}
+	}
+	r := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return r
+}
+
+// put takes back a record the client is done with.
+func (p *recordPool) put(r *kgo.Record) {
+	*r = kgo.Record{Key: r.Key[:0], Value: r.Value[:0], Headers: r.Headers[:0]}
+	p.mu.Lock()
+	p.back = append(p.back, r)
+	p.mu.Unlock()
 }
 
 // slot is one transactional id of the subtask's pool and its producer.
@@ -206,17 +250,25 @@ type generation struct {
 	once   sync.Once
 	acked  chan struct{} // closed when sealed and none is left
 	err    atomic.Pointer[error]
+	// promise is each record's promise, made once so that producing
+	// does not allocate a method value per record.
+	promise func(*kgo.Record, error)
 }
 
-func newGeneration() *generation { return &generation{acked: make(chan struct{})} }
-
-func (g *generation) promise(_ *kgo.Record, err error) {
-	if err != nil {
-		g.err.CompareAndSwap(nil, &err)
+func newGeneration(pool *recordPool) *generation {
+	g := &generation{acked: make(chan struct{})}
+	g.promise = func(r *kgo.Record, err error) {
+		if err != nil {
+			g.err.CompareAndSwap(nil, &err)
+		}
+		if pool != nil {
+			pool.put(r)
+		}
+		if g.left.Add(-1) == 0 && g.sealed.Load() {
+			g.once.Do(func() { close(g.acked) })
+		}
 	}
-	if g.left.Add(-1) == 0 && g.sealed.Load() {
-		g.once.Do(func() { close(g.acked) })
-	}
+	return g
 }
 
 func (g *generation) seal() {
@@ -262,12 +314,19 @@ func (s *sink[T]) Open(ctx context.Context, subtask, parallelism int) error {
 	if err != nil {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
-	s.client, s.gen = cl, newGeneration()
+	if s.cfg.EncodeTo != nil {
+		s.pool = &recordPool{}
+	}
+	s.client, s.gen = cl, newGeneration(s.pool)
+	pool := s.pool
 	for i := range s.cfg.PoolSize {
 		sl := &slot{id: transactionalID(s.prefix, subtask, i)}
-		sl.promise = func(_ *kgo.Record, err error) {
+		sl.promise = func(r *kgo.Record, err error) {
 			if err != nil {
 				sl.fail(err)
+			}
+			if pool != nil {
+				pool.put(r)
 			}
 		}
 		s.slots = append(s.slots, sl)
@@ -332,12 +391,9 @@ func (s *sink[T]) commitRestored(ctx context.Context, h txnHandle) error {
 }
 
 func (s *sink[T]) Write(rec T) error {
-	r, err := s.cfg.Encode(rec)
+	r, err := s.encode(rec)
 	if err != nil {
-		return fmt.Errorf("kafka sink: encode a %T: %w", rec, err)
-	}
-	if r == nil {
-		return fmt.Errorf("kafka sink: Encode made no record of a %T", rec)
+		return err
 	}
 	if r.Topic == "" {
 		if r.Topic = s.cfg.Topic; r.Topic == "" {
@@ -362,6 +418,26 @@ func (s *sink[T]) Write(rec T) error {
 	}
 	s.cur.cl.Produce(s.ctx, r, s.cur.promise)
 	return nil
+}
+
+// encode makes rec's Kafka record with the config's Encode or EncodeTo.
+func (s *sink[T]) encode(rec T) (*kgo.Record, error) {
+	if s.pool != nil {
+		r := s.pool.get()
+		if err := s.cfg.EncodeTo(rec, r); err != nil {
+			s.pool.put(r)
+			return nil, fmt.Errorf("kafka sink: encode a %T: %w", rec, err)
+		}
+		return r, nil
+	}
+	r, err := s.cfg.Encode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: encode a %T: %w", rec, err)
+	}
+	if r == nil {
+		return nil, fmt.Errorf("kafka sink: Encode made no record of a %T", rec)
+	}
+	return r, nil
 }
 
 // begin opens a transaction on a free slot of the pool.
@@ -401,7 +477,7 @@ func (s *sink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 		return nil, nil, nil
 	case AtLeastOnce:
 		g := s.gen
-		s.gen = newGeneration()
+		s.gen = newGeneration(s.pool)
 		g.seal()
 		return nil, g.wait, nil
 	}

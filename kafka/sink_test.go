@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -359,4 +360,70 @@ func TestSinkCommitsAtCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff(t, readTopic(t, brokers, "out", true), eventLines(evs))
+}
+
+// TestSinkEncodeToReuses checks a sink with EncodeTo: every record
+// arrives as written although the sink reuses records, and a record
+// written once the pool is warm allocates nothing in the sink (the
+// client's batches aside, a fraction of one per record).
+func TestSinkEncodeToReuses(t *testing.T) {
+	c := newCluster(t, 1, []string{"out"})
+	brokers := c.ListenAddrs()
+	cfg := stringSink(t, brokers, "reuse")
+	cfg.Encode = nil
+	cfg.EncodeTo = func(s string, r *kgo.Record) error {
+		if len(r.Value) != 0 || r.Topic != "" || r.Offset != 0 {
+			return fmt.Errorf("handed a record not reset: %+v", r)
+		}
+		r.Value = append(r.Value, s...)
+		return nil
+	}
+	s := openSink(t, cfg, 0, 1)
+	defer s.Close()
+	var want []string
+	for i := range 3 {
+		batch := recs(fmt.Sprintf("t%d-", i), 500)
+		want = append(want, batch...)
+		if err := s.Commit(context.Background(), writeTxn(t, s, batch...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	diff(t, readTopic(t, brokers, "out", true), sorted(want))
+
+	const perRun = 1000
+	vals := recs("x", perRun)
+	allocs := testing.AllocsPerRun(20, func() {
+		for _, v := range vals {
+			if err := s.Write(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.cur.cl.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.0f allocations per %d records", allocs, perRun)
+	if allocs > perRun/10 {
+		t.Fatalf("%.0f allocations per %d records written: the sink does not reuse its records", allocs, perRun)
+	}
+}
+
+// TestSinkConfigErrors checks that Open names what a config lacks.
+func TestSinkConfigErrors(t *testing.T) {
+	enc := func(string) (*kgo.Record, error) { return nil, nil }
+	encTo := func(string, *kgo.Record) error { return nil }
+	for _, tc := range []struct {
+		cfg  SinkConfig[string]
+		want string
+	}{
+		{SinkConfig[string]{Encode: enc}, "no Brokers"},
+		{SinkConfig[string]{Brokers: []string{"localhost:1"}}, "no Encode or EncodeTo function"},
+		{SinkConfig[string]{Brokers: []string{"localhost:1"}, Encode: enc, EncodeTo: encTo}, "both Encode and EncodeTo"},
+		{SinkConfig[string]{Brokers: []string{"localhost:1"}, Encode: enc, Delivery: 9}, "unknown Delivery 9"},
+	} {
+		err := Sink(tc.cfg)().Open(context.Background(), 0, 1)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want an error naming %q", tc.cfg, err, tc.want)
+		}
+	}
 }
