@@ -62,8 +62,12 @@ func (x *exchange) Sink(topic, prefix string) func() ringflow.TwoPhaseSink[ringf
 	return Sink(SinkConfig[ringflow.ExchangeRecord]{
 		Brokers: x.cfg.Brokers, Topic: topic, Delivery: exchangeDelivery, TransactionalIDPrefix: prefix,
 		TransactionTimeout: x.cfg.TransactionTimeout, ClientOpts: opts, Logger: x.cfg.Logger,
-		Encode: func(r ringflow.ExchangeRecord) (*kgo.Record, error) {
-			return &kgo.Record{Topic: topic, Partition: r.Partition, Value: r.Value}, nil
+		// NB: the value is copied into a record the sink reuses, so a
+		// record costs no allocation here, and the writer may reuse its
+		// buffer once Write returns.
+		EncodeTo: func(x ringflow.ExchangeRecord, r *kgo.Record) error {
+			r.Topic, r.Partition, r.Value = topic, x.Partition, append(r.Value, x.Value...)
+			return nil
 		},
 	})
 }
