@@ -130,6 +130,14 @@ func endOffsets(t testing.TB, cl *kgo.Client, topic string, committed bool) map[
 // as a read_committed (or read_uncommitted) consumer sees them, sorted.
 func readTopic(t testing.TB, brokers []string, topic string, committed bool) []string {
 	t.Helper()
+	out := readTopicInOrder(t, brokers, topic, committed)
+	slices.Sort(out)
+	return out
+}
+
+// readTopicInOrder is readTopic in the order of each partition's offsets.
+func readTopicInOrder(t testing.TB, brokers []string, topic string, committed bool) []string {
+	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.KeepControlRecords()}
 	if committed {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -171,7 +179,6 @@ func readTopic(t testing.TB, brokers []string, topic string, committed bool) []s
 			}
 		})
 	}
-	slices.Sort(out)
 	return out
 }
 

@@ -189,6 +189,16 @@ type sink[T any] struct {
 	cur   *slot // holds the open transaction; nil before the first record after a checkpoint
 
 	pool *recordPool // with EncodeTo; nil with Encode
+
+	// flushed is closed once every record of the transaction before the
+	// open one is in the log; nil when that is known. Until then the open
+	// transaction's records wait in held. A subtask's transactions are on
+	// different producers, which would interleave their records in a
+	// partition; held keeps each partition in the order the subtask wrote
+	// it, as one producer does and as the watermarks and end markers of a
+	// repartition topic need.
+	flushed chan struct{}
+	held    []*kgo.Record
 }
 
 // recordPool recycles a sink's records for EncodeTo. The task takes
@@ -416,6 +426,20 @@ func (s *sink[T]) Write(rec T) error {
 	if err := s.cur.failed(); err != nil {
 		return fmt.Errorf("kafka sink: produce in transaction %s: %w", s.cur.id, err)
 	}
+	if s.flushed != nil {
+		select {
+		case <-s.flushed:
+			s.flushed = nil
+			for i, h := range s.held {
+				s.cur.cl.Produce(s.ctx, h, s.cur.promise)
+				s.held[i] = nil
+			}
+			s.held = s.held[:0]
+		default:
+			s.held = append(s.held, r)
+			return nil
+		}
+	}
 	s.cur.cl.Produce(s.ctx, r, s.cur.promise)
 	return nil
 }
@@ -494,8 +518,34 @@ func (s *sink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 	h := layout
 	h.id, h.producerID, h.epoch = sl.id, pid, epoch
 	sl.pending = &h
+	// The flush starts now, not when the checkpoint asks for durability,
+	// so that the next transaction's held records go out as soon as this
+	// one's are in, whatever the checkpoint does.
+	prev, held := s.flushed, s.held
+	flushed, flushErr := make(chan struct{}), new(error)
+	s.flushed, s.held = flushed, nil
+	go func() {
+		defer close(flushed)
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-s.ctx.Done():
+				*flushErr = context.Cause(s.ctx)
+				return
+			}
+			for _, r := range held {
+				sl.cl.Produce(s.ctx, r, sl.promise)
+			}
+		}
+		*flushErr = sl.cl.Flush(s.ctx)
+	}()
 	durable := func(ctx context.Context) error {
-		if err := sl.cl.Flush(ctx); err != nil {
+		select {
+		case <-flushed:
+		case <-ctx.Done():
+			return fmt.Errorf("kafka sink: flush transaction %s: %w", h, context.Cause(ctx))
+		}
+		if err := *flushErr; err != nil {
 			return fmt.Errorf("kafka sink: flush transaction %s: %w", h, err)
 		}
 		if err := sl.failed(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -425,5 +426,68 @@ func TestSinkConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want an error naming %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestSinkKeepsOrderAcrossTransactions holds back the produce requests of
+// a subtask's first transaction at the broker while the subtask writes
+// its next one, on another transactional id: the partition must still
+// have the first transaction's records before the second's. Without the
+// sink's hold, the second producer's records reach the log first (a
+// repartition topic's reader would then see a watermark or end marker
+// ahead of records written before it).
+func TestSinkKeepsOrderAcrossTransactions(t *testing.T) {
+	c := newCluster(t, 1, []string{"out"})
+	brokers := c.ListenAddrs()
+	s := openSink(t, stringSink(t, brokers, "order"), 0, 1)
+	defer s.Close()
+	first := transactionalID("order", 0, 0)
+	secondArrived, held := make(chan struct{}), false
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		id := req.(*kmsg.ProduceRequest).TransactionID
+		switch {
+		case id == nil:
+		case *id == first && !held:
+			held = true
+			// NB: the wait is bounded so that a sink that holds the
+			// second transaction back until this one is in (the
+			// behaviour under test) does not wait for ever.
+			c.SleepControl(func() {
+				select {
+				case <-secondArrived:
+				case <-time.After(2 * time.Second):
+				}
+			})
+		case *id != first:
+			once.Do(func() { close(secondArrived) })
+		}
+		return nil, nil, false
+	})
+	for _, r := range []string{"a1", "a2"} {
+		if err := s.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn1, durable1, err := s.PreCommit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write("b1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := durable1(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, txn1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, writeTxn(t, s, "b2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := readTopicInOrder(t, brokers, "out", true), []string{"a1", "a2", "b1", "b2"}; !slices.Equal(got, want) {
+		t.Fatalf("partition holds %v, want %v", got, want)
 	}
 }
