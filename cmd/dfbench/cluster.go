@@ -102,7 +102,8 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.keys, "keys", 10_000, "keyed-count: distinct keys")
 	fs.Uint64Var(&f.events, "events", 1_000_000, "Nexmark query: events to generate (persons, auctions and bids), all processes together")
 	fs.IntVar(&f.rate, "rate", 0, "keyed-count: records/s to send (0: as fast as the brokers take them); "+
-		"Nexmark query: the generator's event-time rate, events per second, as dfbench nexmark's --rate (0: 1,000,000)")
+		"Nexmark query: the generator's event-time rate, events per second, as dfbench nexmark's --rate "+
+		"(0: 100,000, so that the default --events span 10 s of event time, as dfbench nexmark's defaults do)")
 	fs.DurationVar(&f.interval, "checkpoint-interval", 100*time.Millisecond, "checkpoint interval of each process")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up when the output is not complete after this long")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON")

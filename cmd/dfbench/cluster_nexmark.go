@@ -150,7 +150,7 @@ func (f *clusterFlags) queryConfig(fs *flag.FlagSet) (nexmark.Config, error) {
 	}
 	rate := f.rate
 	if rate == 0 {
-		rate = 1_000_000
+		rate = defaultClusterEventRate
 	}
 	cfg := queryEvents(f.events, rate)
 	if err := cfg.Validate(); err != nil {
@@ -158,6 +158,12 @@ func (f *clusterFlags) queryConfig(fs *flag.FlagSet) (nexmark.Config, error) {
 	}
 	return cfg, nil
 }
+
+// defaultClusterEventRate is the event-time rate of a query's run without
+// --rate: the default --events then span 10 s of event time, the span of
+// dfbench nexmark's defaults, so that the windowed queries fire windows
+// enough to compare.
+const defaultClusterEventRate = 100_000
 
 // queryEvents is the generator's configuration of a query's run: the
 // default one but for the number of events and the event-time rate.
