@@ -189,7 +189,7 @@ func clusterQueryJob(job *ringflow.Job, s clusterChildSpec, logger *slog.Logger)
 	return out, queries.Build(job, s.Query, queryEvents(s.Events, s.EventRate), out)
 }
 
-func clusterQueryParent(f clusterFlags, cfg nexmark.Config, stdout, stderr io.Writer) (err error) {
+func clusterQueryParent(f clusterFlags, cfg nexmark.Config, stdout, stderr io.Writer) error {
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(f.partitions), "out"))
 	if err != nil {
 		return fmt.Errorf("start kfake: %w", err)
@@ -241,7 +241,9 @@ func clusterQueryParent(f clusterFlags, cfg nexmark.Config, stdout, stderr io.Wr
 	res.Rows, res.ElapsedS = len(got), elapsed.Seconds()
 	res.EventsPerS = float64(cfg.NumEvents) / elapsed.Seconds()
 	for _, c := range children {
+		c.mu.Lock()
 		r := c.last
+		c.mu.Unlock()
 		p := clusterQueryProcess{Process: r.Process, Events: r.Events, Seconds: time.Duration(r.ElapsedNs).Seconds(),
 			Rows: from[r.Process], Checkpoints: r.Checkpoints, CheckpointsFailed: r.CheckpointsFailed,
 			Restarts: r.Restarts, LateDropped: r.LateDropped}
@@ -391,10 +393,12 @@ func readCommitted(ctx context.Context, brokers []string, topic string, partitio
 			}
 			p := -1
 			for _, h := range r.Headers {
-				if h.Key == "process" {
-					if p, err = strconv.Atoi(string(h.Value)); err != nil && bad == nil {
-						bad = fmt.Errorf("record at offset %d of partition %d: process header %q", r.Offset, r.Partition, h.Value)
-					}
+				if h.Key != "process" {
+					continue
+				}
+				var perr error
+				if p, perr = strconv.Atoi(string(h.Value)); perr != nil && bad == nil {
+					bad = fmt.Errorf("record at offset %d of partition %d: process header %q", r.Offset, r.Partition, h.Value)
 				}
 			}
 			if dropClusterRow != nil && dropClusterRow(p, string(r.Value)) {
