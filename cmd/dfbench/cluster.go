@@ -233,7 +233,22 @@ type clusterChild struct {
 	done  chan struct{} // closed when its stdout ends
 }
 
-func startClusterChild(spec clusterChildSpec, stderr io.Writer) (*clusterChild, error) {
+// syncWriter serializes writes to w: the children's stderr goes to one
+// writer, which need not be safe for concurrent use (a test's buffer).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// startClusterChild starts process spec.Process of the job; its stderr
+// goes to stderr, shared with the other children's.
+func startClusterChild(spec clusterChildSpec, stderr *syncWriter) (*clusterChild, error) {
 	b, _ := json.Marshal(spec)
 	cmd, err := soakCommand([]string{"cluster", "--child", string(b)})
 	if err != nil {
@@ -326,8 +341,9 @@ func clusterParent(f clusterFlags, stdout, stderr io.Writer) (err error) {
 			}
 		}
 	}()
+	childErr := &syncWriter{w: stderr}
 	for p := range f.processes {
-		c, err := startClusterChild(spec(p), stderr)
+		c, err := startClusterChild(spec(p), childErr)
 		if err != nil {
 			return err
 		}

@@ -297,6 +297,7 @@ func runQueryChildren(ctx context.Context, n int, spec func(int) clusterChildSpe
 	exits := make(chan exit, n)
 	children := make([]*clusterChild, 0, n)
 	running := 0
+	childErr := &syncWriter{w: stderr}
 	stop := func(err error) error {
 		for _, c := range children {
 			c.stdin.Close()
@@ -307,7 +308,7 @@ func runQueryChildren(ctx context.Context, n int, spec func(int) clusterChildSpe
 		return err
 	}
 	for p := range n {
-		c, err := startClusterChild(spec(p), stderr)
+		c, err := startClusterChild(spec(p), childErr)
 		if err != nil {
 			return nil, stop(err)
 		}
