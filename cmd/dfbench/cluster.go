@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,27 +21,39 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/bench/nexmark/queries"
 	"github.com/ringflow/ringflow/bench/pipelines"
 	"github.com/ringflow/ringflow/kafka"
 )
 
-// dfbench cluster runs keyed-count as a distributed job (ringflow.Cluster):
-// it starts a kfake cluster on the loopback address and --processes child
-// processes of dfbench, each one process of the job; produces --records
-// records into topic "in", each stamped with the time it was sent; reads
-// topic "out" as a read_committed consumer; and reports each process's
-// throughput and the end-to-end latency, send to committed output, which
-// includes a checkpoint interval or two per hop (records become visible
-// when the checkpoint covering them completes).
+// dfbench cluster runs a job as a distributed job (ringflow.Cluster): it
+// starts a kfake cluster on the loopback address and --processes child
+// processes of dfbench, each one process of the job, and reads topic
+// "out" as a read_committed consumer.
+//
+// The job is keyed-count by default: the parent produces --records
+// records into topic "in", each stamped with the time it was sent, and
+// reports each process's throughput and the end-to-end latency, send to
+// committed output, which includes a checkpoint interval or two per hop
+// (records become visible when the checkpoint covering them completes).
+//
+// With --query and a Nexmark query it runs that query on --events events
+// to the end of its input instead, and checks that its committed output
+// is the output of the same query run in one process (cluster_nexmark.go).
 
 type clusterFlags struct {
+	query                              string // keyedCount or a Nexmark query
 	processes, parallelism, partitions int
 	records, keys                      int
+	events                             uint64
 	rate                               int
 	interval, timeout                  time.Duration
 	json                               bool
 	child                              string
 }
+
+// keyedCount is --query's default: the job is keyed-count from topic "in".
+const keyedCount = "keyed-count"
 
 // clusterChildSpec is what a child runs; the parent passes it as JSON.
 type clusterChildSpec struct {
@@ -49,6 +62,11 @@ type clusterChildSpec struct {
 	Parallelism, Partitions int
 	Interval                time.Duration
 	StateDir                string
+	// Query is a Nexmark query, run on Events events generated at the
+	// event-time rate EventRate; empty for keyed-count.
+	Query     string `json:",omitempty"`
+	Events    uint64 `json:",omitempty"`
+	EventRate int    `json:",omitempty"`
 }
 
 // countRec is keyed-count's record: its key, the key's count so far and
@@ -64,27 +82,44 @@ type clusterReport struct {
 	Counted     int64 // records the keyed count took in
 	Checkpoints int
 	ElapsedNs   int64 // since the job started
+	// A Nexmark query's counts: the events the process's source subtasks
+	// generated, the rows its sink pre-committed, the records its windows
+	// and joins dropped as late, its failed checkpoints and restarts.
+	Events, Rows, LateDropped   int64 `json:",omitempty"`
+	CheckpointsFailed, Restarts int   `json:",omitempty"`
 }
 
 func runCluster(args []string, stdout, stderr io.Writer) error {
 	var f clusterFlags
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&f.query, "query", keyedCount, "job to run: "+keyedCount+", or a Nexmark query ("+
+		strings.Join(queries.Names, "|")+") run to the end of --events events and checked against one process")
 	fs.IntVar(&f.processes, "processes", 3, "processes that run the job")
 	fs.IntVar(&f.parallelism, "parallelism", 1, "subtasks per operator in each process")
-	fs.IntVar(&f.partitions, "partitions", 12, "partitions of the input and repartition topics")
-	fs.IntVar(&f.records, "records", 200_000, "records to send")
-	fs.IntVar(&f.keys, "keys", 10_000, "distinct keys")
-	fs.IntVar(&f.rate, "rate", 0, "records/s to send (0: as fast as the brokers take them)")
+	fs.IntVar(&f.partitions, "partitions", 12, "partitions of the input, output and repartition topics")
+	fs.IntVar(&f.records, "records", 200_000, "keyed-count: records to send")
+	fs.IntVar(&f.keys, "keys", 10_000, "keyed-count: distinct keys")
+	fs.Uint64Var(&f.events, "events", 1_000_000, "Nexmark query: events to generate (persons, auctions and bids), all processes together")
+	fs.IntVar(&f.rate, "rate", 0, "keyed-count: records/s to send (0: as fast as the brokers take them); "+
+		"Nexmark query: the generator's event-time rate, events per second, as dfbench nexmark's --rate "+
+		"(0: 100,000, so that the default --events span 10 s of event time, as dfbench nexmark's defaults do)")
 	fs.DurationVar(&f.interval, "checkpoint-interval", 100*time.Millisecond, "checkpoint interval of each process")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up when the output is not complete after this long")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON")
 	fs.StringVar(&f.child, "child", "", "run one process of the job with this spec (internal)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if f.child != "" {
 		return runClusterChild(f.child, os.Stdin, stdout)
+	}
+	if f.query != keyedCount {
+		return runClusterQuery(f, fs, stdout, stderr)
+	}
+	if set := setFlags(fs, "events"); set != "" {
+		fmt.Fprintf(stderr, "dfbench cluster: %s is for a Nexmark --query, not %s\n", set, keyedCount)
+		return errUsage
 	}
 	if f.processes < 1 || f.partitions < f.processes || f.records < 1 || f.keys < 1 {
 		fmt.Fprintln(stderr, "dfbench cluster: want --processes >= 1, --partitions >= --processes, --records and --keys >= 1")
@@ -93,12 +128,21 @@ func runCluster(args []string, stdout, stderr io.Writer) error {
 	return clusterParent(f, stdout, stderr)
 }
 
-// clusterJob builds one process's job: keyed-count from "in" to "out".
-func clusterJob(s clusterChildSpec, logger *slog.Logger) *ringflow.Job {
+// clusterJob builds one process's job: keyed-count from "in" to "out",
+// or the Nexmark query s.Query to "out" (then with its Output).
+func clusterJob(s clusterChildSpec, logger *slog.Logger) (*ringflow.Job, *queries.Output, error) {
+	id := "dfbench"
+	if s.Query != "" {
+		id += "-" + s.Query
+	}
 	job := ringflow.NewJob(ringflow.Config{Parallelism: s.Parallelism, NoPin: true, RaiseGOMAXPROCS: true,
 		Logger: logger, Checkpoint: ringflow.CheckpointConfig{Interval: s.Interval, StateDir: s.StateDir},
-		Cluster: &ringflow.Cluster{JobID: "dfbench", Process: s.Process, Processes: s.Processes, Partitions: s.Partitions,
+		Cluster: &ringflow.Cluster{JobID: id, Process: s.Process, Processes: s.Processes, Partitions: s.Partitions,
 			Exchange: kafka.Exchange(kafka.ExchangeConfig{Brokers: s.Brokers, Logger: logger})}})
+	if s.Query != "" {
+		out, err := clusterQueryJob(job, s, logger)
+		return job, out, err
+	}
 	in := ringflow.Source(job, "in", kafka.Source(kafka.SourceConfig[countRec]{
 		Brokers: s.Brokers, Topics: []string{"in"}, Logger: logger,
 		Decode: func(r *kgo.Record) (countRec, error) {
@@ -120,7 +164,7 @@ func clusterJob(s clusterChildSpec, logger *slog.Logger) *ringflow.Job {
 			return &kgo.Record{Value: binary.LittleEndian.AppendUint64(v, uint64(r.SentNs))}, nil
 		},
 	}))
-	return job
+	return job, nil, nil
 }
 
 // runClusterChild runs one process until stdin ends (the parent closed it,
@@ -131,7 +175,10 @@ func runClusterChild(spec string, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("--child %q: %w", spec, err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	job := clusterJob(s, logger)
+	job, out, err := clusterJob(s, logger)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		io.Copy(io.Discard, stdin)
@@ -140,11 +187,19 @@ func runClusterChild(spec string, stdin io.Reader, stdout io.Writer) error {
 	enc, start := json.NewEncoder(stdout), time.Now()
 	report := func() error {
 		m := job.Metrics()
-		r := clusterReport{Process: s.Process, Checkpoints: m.CheckpointsCompleted, ElapsedNs: int64(time.Since(start))}
+		r := clusterReport{Process: s.Process, Checkpoints: m.CheckpointsCompleted, ElapsedNs: int64(time.Since(start)),
+			CheckpointsFailed: m.CheckpointsFailed, Restarts: m.Restarts}
 		for _, st := range m.Subtasks {
-			if st.Operator == "count" {
+			switch {
+			case s.Query == "" && st.Operator == "count":
 				r.Counted += st.RecordsIn
+			case s.Query != "" && st.Operator == queries.SourceName:
+				r.Events += st.RecordsOut
 			}
+			r.LateDropped += st.LateDropped
+		}
+		if out != nil {
+			r.Rows = out.Rows()
 		}
 		return enc.Encode(r)
 	}
@@ -155,7 +210,9 @@ func runClusterChild(spec string, stdin io.Reader, stdout io.Writer) error {
 	for {
 		select {
 		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
+			// NB: keyed-count runs until canceled; a query runs to the
+			// end of its input, and canceled it has not.
+			if err != nil && (s.Query != "" || !errors.Is(err, context.Canceled)) {
 				return err
 			}
 			return report()
@@ -176,7 +233,22 @@ type clusterChild struct {
 	done  chan struct{} // closed when its stdout ends
 }
 
-func startClusterChild(spec clusterChildSpec, stderr io.Writer) (*clusterChild, error) {
+// syncWriter serializes writes to w: the children's stderr goes to one
+// writer, which need not be safe for concurrent use (a test's buffer).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// startClusterChild starts process spec.Process of the job; its stderr
+// goes to stderr, shared with the other children's.
+func startClusterChild(spec clusterChildSpec, stderr *syncWriter) (*clusterChild, error) {
 	b, _ := json.Marshal(spec)
 	cmd, err := soakCommand([]string{"cluster", "--child", string(b)})
 	if err != nil {
@@ -248,7 +320,11 @@ func clusterParent(f clusterFlags, stdout, stderr io.Writer) (err error) {
 		return clusterChildSpec{Brokers: brokers, Process: p, Processes: f.processes, Parallelism: f.parallelism,
 			Partitions: f.partitions, Interval: f.interval, StateDir: filepath.Join(dir, fmt.Sprint(p))}
 	}
-	plan, err := clusterJob(spec(0), slog.New(slog.DiscardHandler)).ClusterPlan()
+	job, _, err := clusterJob(spec(0), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	plan, err := job.ClusterPlan()
 	if err != nil {
 		return err
 	}
@@ -265,8 +341,9 @@ func clusterParent(f clusterFlags, stdout, stderr io.Writer) (err error) {
 			}
 		}
 	}()
+	childErr := &syncWriter{w: stderr}
 	for p := range f.processes {
-		c, err := startClusterChild(spec(p), stderr)
+		c, err := startClusterChild(spec(p), childErr)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,9 @@
 //	            [--workers W] [--checkpoint-interval D] [--state-dir DIR] [--unaligned | --alignment-timeout D]
 //	            [--fail-after N] [--no-check] [--json]
 //	dfbench cluster [--processes N] [--parallelism P] [--partitions P] [--records N] [--keys K] [--rate R]
-//	            [--checkpoint-interval D] [--json]
+//	            [--checkpoint-interval D] [--timeout D] [--json]
+//	dfbench cluster --query q0|q1|q2|q3|q5|q7|q8|q11 [--events N] [--rate R] [--processes N] [--parallelism P]
+//	            [--partitions P] [--checkpoint-interval D] [--timeout D] [--json]
 //	dfbench kafka [--records N] [--keys K] [--partitions P] [--parallelism P] [--checkpoint-interval D]
 //	            [--no-profile | --cpuprofile FILE] [--json]
 package main
@@ -49,7 +51,7 @@ var commands = map[string]command{
 	"phases":  {"count a run's slow samples by time since the last checkpoint trigger", runPhases},
 	"soak":    {"run a pipeline for long, with failures and kills: memory, disk, checkpoints over time", runSoak},
 	"iterate": {"connected components by label propagation in a loop: checkpoints of a cyclic job", runIterate},
-	"cluster": {"keyed-count as a job of several processes joined by Kafka (kfake): throughput per process, latency", runCluster},
+	"cluster": {"keyed-count or a Nexmark query as a job of several processes joined by Kafka (kfake): throughput per process, latency, output against one process", runCluster},
 	"kafka":   {"keyed-count from a Kafka topic to a transactional Kafka sink (kfake): throughput, checkpoints, CPU by part", runKafka},
 }
 
