@@ -321,6 +321,10 @@ type Job struct {
 
 	// cut is how a distributed job's graph is cut (Config.Cluster).
 	cut clusterCut
+	// clusterGen is a distributed job's layout generation: 0 when it
+	// first starts, one more at each rescaled start (see cluster_rescale.go).
+	// Settled by each attempt before its tasks open.
+	clusterGen uint64
 
 	statsMu     sync.Mutex
 	lastRestore RestoreReport
