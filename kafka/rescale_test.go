@@ -1,0 +1,174 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringflow/ringflow"
+)
+
+// rescaleCluster is process p of procs of the distributed job, started
+// from the savepoints from (none: as it stands).
+func rescaleCluster(brokers []string, p, procs int, from []string, logger *slog.Logger) *ringflow.Cluster {
+	return &ringflow.Cluster{JobID: distJobID, Process: p, Processes: procs, Partitions: 12, RestoreFrom: from,
+		Exchange: Exchange(ExchangeConfig{Brokers: brokers, Logger: logger})}
+}
+
+// rescaleStage runs the job as procs processes in this process, each
+// process p on the state directory dir/<stage>-<p>, started from the
+// savepoints from; after stopAfter (if not 0) of the first completed
+// checkpoint it stops every process with a savepoint and returns the
+// savepoints, else it waits for all to end.
+func rescaleStage(t *testing.T, brokers []string, dir string, stage, procs int, from []string, stopAfter time.Duration) []string {
+	t.Helper()
+	logger := testLogger(t)
+	jobs := make([]*ringflow.Job, procs)
+	errs := make(chan error, procs)
+	checkpointed := make(chan struct{}, procs)
+	for p := range procs {
+		jobs[p] = distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, fmt.Sprintf("%d-%d", stage, p)), out: "out",
+			cluster: rescaleCluster(brokers, p, procs, from, logger), logger: logger,
+			check:      func() { spin(300 * time.Microsecond) },
+			savepoints: filepath.Join(dir, fmt.Sprintf("savepoints-%d", stage)),
+			events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
+				select {
+				case checkpointed <- struct{}{}:
+				default:
+				}
+			}}})
+		go func() { errs <- jobs[p].Run(context.Background()) }()
+	}
+	if stopAfter == 0 {
+		for range procs {
+			select {
+			case err := <-errs:
+				if err != nil {
+					t.Fatalf("stage %d: %v", stage, err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("stage %d: a process still runs after a minute", stage)
+			}
+		}
+		return nil
+	}
+	select {
+	case <-checkpointed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("stage %d: no checkpoint in 30 s", stage)
+	}
+	time.Sleep(stopAfter)
+	type saved struct {
+		p    int
+		path string
+		err  error
+	}
+	done := make(chan saved, procs)
+	for p, job := range jobs {
+		go func() {
+			path, err := job.StopWithSavepoint(context.Background())
+			done <- saved{p, path, err}
+		}()
+	}
+	paths := make([]string, procs)
+	for range procs {
+		s := <-done
+		if s.err != nil {
+			t.Fatalf("stage %d: process %d: stop with a savepoint: %v (did it finish first? the stage's input is too short)", stage, s.p, s.err)
+		}
+		paths[s.p] = s.path
+	}
+	for range procs {
+		if err := <-errs; err != nil {
+			t.Fatalf("stage %d: %v", stage, err)
+		}
+	}
+	return paths
+}
+
+// cutGenerations counts the data records of a repartition topic, as a
+// read_committed consumer sees them, by the layout generation of their
+// producers (see cluster_exchange.go in package ringflow).
+func cutGenerations(t *testing.T, brokers []string, topic string) map[uint64]int {
+	t.Helper()
+	out := map[uint64]int{}
+	for _, v := range readTopic(t, brokers, topic, true) {
+		switch {
+		case v[0] == 'd':
+			out[0]++
+		case v[0] == 'D':
+			g, k := binary.Uvarint([]byte(v[1:]))
+			if k <= 0 {
+				t.Fatalf("topic %s: a record with a bad generation: %q", topic, v)
+			}
+			out[g]++
+		}
+	}
+	return out
+}
+
+// TestDistributedRescale runs the windowed job as 3 processes, stops them
+// all with savepoints mid-stream at a seeded random moment, starts 2
+// processes from those 3 savepoints, stops them so too, and starts 4 from
+// the 2 savepoints, which run to the end: a read_committed consumer of the
+// output finds exactly what one process wrote, and each repartition topic
+// holds each record once. Along the way it checks that a rescaled start
+// fails, naming what is wrong, without a savepoint of every old process,
+// with one twice, or with another job's.
+func TestDistributedRescale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nine processes' jobs for a few seconds")
+	}
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 7))
+	c, evs, want := distReference(t, 1000)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	stop := func() time.Duration { return time.Duration(50+rng.IntN(250)) * time.Millisecond }
+
+	three := rescaleStage(t, brokers, dir, 0, 3, nil, stop())
+	t.Logf("3 processes stopped: %v", three)
+
+	logger := testLogger(t)
+	for name, tc := range map[string]struct {
+		job  string
+		from []string
+		want string
+	}{
+		"missing": {distJobID, three[:2], "no savepoint of process 2 of the 3 processes"},
+		"twice":   {distJobID, []string{three[0], three[1], three[1]}, "are both of process 1"},
+		"job":     {"other", three, `is of distributed job "dist", this is "other"`},
+	} {
+		cl := rescaleCluster(brokers, 0, 2, tc.from, logger)
+		cl.JobID = tc.job
+		job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, "bad-"+name), out: "out", cluster: cl,
+			logger: logger, check: func() {}})
+		err := job.Run(context.Background())
+		if !errors.Is(err, ringflow.ErrCluster) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an ErrCluster saying %q", name, err, tc.want)
+		}
+	}
+
+	two := rescaleStage(t, brokers, dir, 1, 2, three, stop())
+	t.Logf("2 processes stopped: %v", two)
+	rescaleStage(t, brokers, dir, 2, 4, two, 0)
+
+	diff(t, readTopic(t, brokers, "out", true), want)
+	for topic, want := range map[string]int{"dist-rp0-check-window": len(evs), "dist-rp1-window-groups": len(windowOracle(evs))} {
+		gens := cutGenerations(t, brokers, topic)
+		t.Logf("topic %s: data records by layout generation: %v", topic, gens)
+		if n := gens[0] + gens[1] + gens[2]; n != want || len(gens) > 3 {
+			t.Errorf("topic %s holds %d committed records (%v by generation), want %d", topic, n, gens, want)
+		}
+	}
+	if gens := cutGenerations(t, brokers, "dist-rp0-check-window"); gens[0] == 0 || gens[1] == 0 {
+		t.Fatalf("the first two layouts wrote %d and %d records: a stop came too late, the test tested little", gens[0], gens[1])
+	}
+}
+
