@@ -336,7 +336,11 @@ func decodeCutPosition(b []byte, parts []int32, producers int) (*cutPosition, er
 	if p.bad || l > uint64(len(p.b)) {
 		return nil, errCutPosition
 	}
-	pos := &cutPosition{inner: slices.Clone(p.b[:l]), gens: map[uint64]int{}, parts: map[int32]cutChannels{}}
+	// NB: an empty inner position is none (a source never opened).
+	pos := &cutPosition{gens: map[uint64]int{}, parts: map[int32]cutChannels{}}
+	if l > 0 {
+		pos.inner = slices.Clone(p.b[:l])
+	}
 	p.b = p.b[l:]
 	if version == 1 {
 		n := p.uvarint(uint64(len(p.b)))
