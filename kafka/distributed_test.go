@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,14 +97,14 @@ type distJobOpts struct {
 	// savepoints is CheckpointConfig.SavepointDir; restoreFrom is
 	// Config.RestoreFrom.
 	savepoints, restoreFrom string
-	// workers is Config.Workers; 1 if 0.
-	workers int
+	// parallelism is Config.Parallelism; 2 if 0.
+	parallelism int
 	logger                  *slog.Logger
 	events                  *ringflow.EventListener
 }
 
 func distJob(o distJobOpts) *ringflow.Job {
-	job := ringflow.NewJob(ringflow.Config{Workers: max(o.workers, 1), NoPin: true, RaiseGOMAXPROCS: true, Parallelism: 2, BatchSize: 32,
+	job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, RaiseGOMAXPROCS: true, Parallelism: cmp.Or(o.parallelism, 2), BatchSize: 32,
 		Logger: o.logger, Cluster: o.cluster, Events: o.events, Restart: ringflow.RestartStrategy{Attempts: o.restarts},
 		RestoreFrom: o.restoreFrom,
 		Checkpoint:  ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, StateDir: o.stateDir, SavepointDir: o.savepoints}})

@@ -22,12 +22,12 @@ func rescaleCluster(brokers []string, p, procs int, from []string, logger *slog.
 		Exchange: Exchange(ExchangeConfig{Brokers: brokers, Logger: logger})}
 }
 
-// rescaleStage runs the job as procs processes in this process, each
-// process p on the state directory dir/<stage>-<p>, started from the
-// savepoints from; after stopAfter (if not 0) of the first completed
-// checkpoint it stops every process with a savepoint and returns the
-// savepoints, else it waits for all to end.
-func rescaleStage(t *testing.T, brokers []string, dir string, stage, procs int, from []string, stopAfter time.Duration) []string {
+// rescaleStage runs the job as procs processes in this process, each of
+// parallelism par, process p on the state directory dir/<stage>-<p>,
+// started from the savepoints from; after stopAfter (if not 0) of the
+// first completed checkpoint it stops every process with a savepoint and
+// returns the savepoints, else it waits for all to end.
+func rescaleStage(t *testing.T, brokers []string, dir string, stage, procs, par int, from []string, stopAfter time.Duration) []string {
 	t.Helper()
 	logger := testLogger(t)
 	jobs := make([]*ringflow.Job, procs)
@@ -35,7 +35,7 @@ func rescaleStage(t *testing.T, brokers []string, dir string, stage, procs int, 
 	checkpointed := make(chan struct{}, procs)
 	for p := range procs {
 		jobs[p] = distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, fmt.Sprintf("%d-%d", stage, p)), out: "out",
-			cluster: rescaleCluster(brokers, p, procs, from, logger), logger: logger,
+			cluster: rescaleCluster(brokers, p, procs, from, logger), logger: logger, parallelism: par,
 			check:      func() { spin(300 * time.Microsecond) },
 			savepoints: filepath.Join(dir, fmt.Sprintf("savepoints-%d", stage)),
 			events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
@@ -119,7 +119,8 @@ func cutGenerations(t *testing.T, brokers []string, topic string) map[uint64]int
 // processes from those 3 savepoints, stops them so too, and starts 4 from
 // the 2 savepoints, which run to the end: a read_committed consumer of the
 // output finds exactly what one process wrote, and each repartition topic
-// holds each record once. Along the way it checks that a rescaled start
+// holds each record once. The operators' parallelism in each process
+// changes too: 2, then 3, then 1. Along the way it checks that a rescaled start
 // fails, naming what is wrong, without a savepoint of every old process,
 // with one twice, or with another job's.
 func TestDistributedRescale(t *testing.T) {
@@ -132,7 +133,7 @@ func TestDistributedRescale(t *testing.T) {
 	dir := t.TempDir()
 	stop := func() time.Duration { return time.Duration(50+rng.IntN(250)) * time.Millisecond }
 
-	three := rescaleStage(t, brokers, dir, 0, 3, nil, stop())
+	three := rescaleStage(t, brokers, dir, 0, 3, 2, nil, stop())
 	t.Logf("3 processes stopped: %v", three)
 
 	logger := testLogger(t)
@@ -155,9 +156,9 @@ func TestDistributedRescale(t *testing.T) {
 		}
 	}
 
-	two := rescaleStage(t, brokers, dir, 1, 2, three, stop())
+	two := rescaleStage(t, brokers, dir, 1, 2, 3, three, stop())
 	t.Logf("2 processes stopped: %v", two)
-	rescaleStage(t, brokers, dir, 2, 4, two, 0)
+	rescaleStage(t, brokers, dir, 2, 4, 1, two, 0)
 
 	diff(t, readTopic(t, brokers, "out", true), want)
 	for topic, want := range map[string]int{"dist-rp0-check-window": len(evs), "dist-rp1-window-groups": len(windowOracle(evs))} {
