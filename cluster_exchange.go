@@ -227,4 +227,3 @@ func (w *cutWriter[T]) toEvery(kind byte, t int64) {
 	w.TxnSink.Push(w.batch, nil)
 	clear(w.batch)
 }
-

@@ -359,7 +359,7 @@ func decodeCutPosition(b []byte, parts []int32, producers int) (*cutPosition, er
 	} else {
 		ng := p.uvarint(uint64(len(p.b)))
 		for range ng {
-			g := p.uvarint(1<<62)
+			g := p.uvarint(1 << 62)
 			pos.gens[g] = int(p.uvarint(1 << 30))
 		}
 		np := p.uvarint(uint64(len(p.b)))

@@ -63,8 +63,8 @@ func TestCutReaderRescale(t *testing.T) {
 		old = append(old, r.Position())
 	}
 	tail := []ExchangeRecord{
-		exMark(cutWatermark, 4, 1, 45),                                // generation 0, still unread in partition 4
-		exGen(cutData, 1, 4, 2, 75),                                   // generation 1 begins in partition 4
+		exMark(cutWatermark, 4, 1, 45), // generation 0, still unread in partition 4
+		exGen(cutData, 1, 4, 2, 75),    // generation 1 begins in partition 4
 		exGen(cutWatermark, 1, 4, 0, 70), exGen(cutWatermark, 1, 4, 1, 80), exGen(cutWatermark, 1, 4, 2, 90),
 		exGen(cutEnd, 1, 4, 0, 0), exGen(cutEnd, 1, 4, 1, 0), exGen(cutEnd, 1, 4, 2, 0),
 		exGen(cutEnd, 1, 5, 0, 0), exGen(cutEnd, 1, 5, 1, 0), exGen(cutEnd, 1, 5, 2, 0),

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,3 +175,50 @@ func TestDistributedRescale(t *testing.T) {
 	}
 }
 
+// TestDistributedRescaleProcesses rescales the job run as child processes,
+// as TestDistributedStopAndRestore stops and restores it: 3 processes,
+// each stopped with a savepoint (SIGTERM) at a seeded random moment, one
+// after the other while the others run; then 2 from those savepoints,
+// stopped so too; then 4, which run to the end. The output is the one
+// process's.
+func TestDistributedRescaleProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for a few seconds")
+	}
+	rng := rand.New(rand.NewPCG(seeds.Seed(t), 8))
+	c, _, want := distReference(t, 2500)
+	brokers := c.ListenAddrs()
+	dir := t.TempDir()
+	var from []string
+	for stage, n := range []int{3, 2, 4} {
+		procs := make([]*distProc, n)
+		for p := range procs {
+			procs[p] = startDistRescaled(t, dir, brokers, p, n, fmt.Sprintf("%d-%d", stage, p), "", from)
+		}
+		defer func() {
+			for _, p := range procs {
+				p.kill()
+			}
+		}()
+		if stage == 2 {
+			waitDist(t, procs)
+			break
+		}
+		for _, proc := range procs {
+			<-proc.ready
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Millisecond)
+			proc.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		waitDist(t, procs)
+		from = nil
+		for p := range procs {
+			saved := filepath.Join(dir, "savepoints", fmt.Sprintf("%d-%d", stage, p))
+			if entries, _ := os.ReadDir(saved); len(entries) == 0 {
+				t.Fatalf("stage %d: process %d finished before its stop: the input is too short", stage, p)
+			}
+			from = append(from, saved)
+		}
+		t.Logf("%d processes stopped with savepoints", n)
+	}
+	diff(t, readTopic(t, brokers, "out", true), want)
+}
