@@ -124,7 +124,8 @@ func cutGenerations(t *testing.T, brokers []string, topic string) map[uint64]int
 // holds each record once. The operators' parallelism in each process
 // changes too: 2, then 3, then 1. Along the way it checks that a rescaled start
 // fails, naming what is wrong, without a savepoint of every old process,
-// with one twice, or with another job's.
+// with one twice, or with another job's, and that a process does not
+// restore its own savepoint at another layout.
 func TestDistributedRescale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs nine processes' jobs for a few seconds")
@@ -156,6 +157,13 @@ func TestDistributedRescale(t *testing.T) {
 		if !errors.Is(err, ringflow.ErrCluster) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an ErrCluster saying %q", name, err, tc.want)
 		}
+	}
+	// A process restores a savepoint of its own layout only.
+	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, "bad-layout"), out: "out",
+		cluster: rescaleCluster(brokers, 0, 2, nil, logger), restoreFrom: three[0], logger: logger, check: func() {}})
+	if err := job.Run(context.Background()); !errors.Is(err, ringflow.ErrCluster) ||
+		!strings.Contains(err.Error(), "a process restores its own checkpoints only") {
+		t.Errorf("Config.RestoreFrom a savepoint of process 0 of 3 in process 0 of 2: got %v", err)
 	}
 
 	two := rescaleStage(t, brokers, dir, 1, 2, 3, three, stop())
