@@ -189,13 +189,19 @@ func (j *Job) loadRescale() ([]rescaleMember, error) {
 }
 
 // rescaleOrigin names a rescaled start in a state directory's identity:
-// the savepoints (or checkpoints) it started from.
-func rescaleOrigin(members []rescaleMember) string {
-	origins := make([]string, len(members))
-	for i, m := range members {
-		origins[i] = m.src.origin
+// the savepoints (or checkpoints) it started from, whatever their order
+// in Cluster.RestoreFrom.
+func (j *Job) rescaleOrigin() (origin, paths string, err error) {
+	var origins, ps []string
+	for _, path := range j.cfg.Cluster.RestoreFrom {
+		src, err := resolveRestoreFrom(path, j.cfg.Logger)
+		if err != nil {
+			return "", "", fmt.Errorf("%w: Cluster.RestoreFrom: %w", ErrCluster, err)
+		}
+		origins, ps = append(origins, src.origin), append(ps, src.path)
 	}
-	return "rescale of " + strings.Join(origins, ", ")
+	slices.Sort(origins)
+	return "rescale of " + strings.Join(origins, ", "), strings.Join(ps, ", "), nil
 }
 
 // useRescale decides, before the job's first attempt, whether it starts
@@ -205,17 +211,18 @@ func rescaleOrigin(members []rescaleMember) string {
 // process of its number, if there was one, with its identity; a process
 // the old layout did not have starts a new identity.
 func (j *Job) useRescale(store *snapshot.Store) error {
-	members, err := j.loadRescale()
+	origin, paths, err := j.rescaleOrigin()
 	if err != nil {
 		return err
 	}
-	origin := rescaleOrigin(members)
-	paths := make([]string, len(members))
-	for i, m := range members {
-		paths[i] = m.src.path
-	}
 	switch {
 	case store.MaxID() == 0:
+		// NB: the checkpoints are read (and checked) before the process
+		// takes an identity from them.
+		members, err := j.loadRescale()
+		if err != nil {
+			return err
+		}
 		id := identity{job: newJobID(), stateDir: j.identity.stateDir, from: origin}
 		if p := j.cfg.Cluster.Process; p < len(members) {
 			id.job, id.run = members[p].src.job, members[p].src.run
@@ -233,7 +240,7 @@ func (j *Job) useRescale(store *snapshot.Store) error {
 			"or drop Cluster.RestoreFrom to resume from the state directory)",
 			j.identity.stateDir, store.MaxID(), j.identity)
 	}
-	j.from = &restoreSource{path: strings.Join(paths, ", "), origin: origin, rescale: true}
+	j.from = &restoreSource{path: paths, origin: origin, rescale: true}
 	return nil
 }
 

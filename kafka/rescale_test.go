@@ -187,8 +187,10 @@ func TestDistributedRescale(t *testing.T) {
 // as TestDistributedStopAndRestore stops and restores it: 3 processes,
 // each stopped with a savepoint (SIGTERM) at a seeded random moment, one
 // after the other while the others run; then 2 from those savepoints,
-// stopped so too; then 4, which run to the end. The output is the one
-// process's.
+// stopped so too; then 4, which run to the end. In each rescaled layout
+// one process is killed (SIGKILL) after its first checkpoint and started
+// again as it was, which resumes its own checkpoints. The output is the
+// one process's.
 func TestDistributedRescaleProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for a few seconds")
@@ -208,6 +210,15 @@ func TestDistributedRescaleProcesses(t *testing.T) {
 				p.kill()
 			}
 		}()
+		if stage > 0 {
+			// A rescaled process killed after its first checkpoint and
+			// started again as it was resumes its own checkpoints.
+			p := rng.IntN(n)
+			<-procs[p].ready
+			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
+			t.Logf("stage %d: kill process %d: %v", stage, p, procs[p].kill())
+			procs[p] = startDistRescaled(t, dir, brokers, p, n, fmt.Sprintf("%d-%d", stage, p), "", from)
+		}
 		if stage == 2 {
 			waitDist(t, procs)
 			break
