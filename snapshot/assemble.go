@@ -52,14 +52,16 @@ func (a *Assembly) SinkTxn(op string, subtask int, txns []byte) error {
 
 // Checkpoint returns checkpoint id with meta and the entries added, or
 // why they do not make one (two entries at one address, a subtask beyond
-// its operator's parallelism in meta, ...).
+// its operator's parallelism in meta, ...). An operator's parallelism may
+// exceed meta's MaxParallelism, up to MaxParallelismLimit: its subtasks
+// may be those of several processes together.
 func (a *Assembly) Checkpoint(id uint64, meta Meta) (*Checkpoint, error) {
 	order := make([]int, len(a.entries))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(x, y int) int { return compareEntryKeys(a.entries[x].key, a.entries[y].key) })
-	m := &manifest{id: id, meta: meta.clone(), entries: make([]manifestEntry, len(order))}
+	m := &manifest{id: id, meta: meta.clone(), entries: make([]manifestEntry, len(order)), assembled: true}
 	c := &Checkpoint{id: id, meta: m.meta, entries: m.entries, data: make([][]byte, len(order))}
 	for i, k := range order {
 		e := a.entries[k]

@@ -45,6 +45,11 @@ func TestAssembly(t *testing.T) {
 	if _, err := a.Checkpoint(7, meta); err == nil || !strings.Contains(err.Error(), "duplicated") {
 		t.Errorf("two positions of one subtask: got %v", err)
 	}
+	var big Assembly
+	must(big.SourcePosition("src", 19, nil))
+	if _, err := big.Checkpoint(7, Meta{MaxParallelism: 16, Parallelism: map[string]int{"src": 20}}); err != nil {
+		t.Errorf("20 subtasks of a source with max parallelism 16: %v", err)
+	}
 	var b Assembly
 	must(b.SourcePosition("src", 5, nil))
 	if _, err := b.Checkpoint(7, meta); err == nil || !strings.Contains(err.Error(), "not below parallelism 4") {

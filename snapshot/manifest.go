@@ -71,6 +71,10 @@ type manifest struct {
 	id      uint64
 	meta    Meta
 	entries []manifestEntry // strictly increasing by encoded entry key
+	// assembled says the manifest is an Assembly's, never stored: an
+	// operator's subtasks may be those of several jobs together, beyond
+	// maxParallelism (up to MaxParallelismLimit).
+	assembled bool
 }
 
 // manifestEntry records where an entry's bytes live and how to check them.
@@ -133,7 +137,7 @@ func (m *manifest) validate() error {
 		if err := checkOperatorID(op); err != nil {
 			return invalidf("job metadata: %v", err)
 		}
-		if p < 1 || p > m.meta.MaxParallelism {
+		if limit := m.meta.MaxParallelism; p < 1 || p > limit && (!m.assembled || p > MaxParallelismLimit) {
 			return invalidf("operator %q has parallelism %d outside [1, maxParallelism %d]",
 				op, p, m.meta.MaxParallelism)
 		}
