@@ -462,8 +462,11 @@
 // goes on at another parallelism from a savepoint: stop every one of the
 // N processes with Job.StopWithSavepoint, then start each of the M with
 // the same Cluster but for Process and Processes (M), a new
-// Checkpoint.StateDir, and Cluster.RestoreFrom listing the N savepoints
-// (each process's latest checkpoint in its state directory does too).
+// Checkpoint.StateDir, and Cluster.RestoreFrom listing the N savepoints.
+// Every old process must have stopped before any new one starts. (A
+// process's state directory stands for its latest checkpoint, as in
+// Config.RestoreFrom: a process that died is rescaled from there, its
+// transactions after that checkpoint aborted by the fencing below.)
 // Each checkpoint records which process of how many took it, of which
 // job, and the layout's generation (0 at the first start, one more at
 // each rescaled start); a rescaled start checks that the list holds one
@@ -518,8 +521,10 @@
 // after one of a newer fails the reader: a process of the old layout
 // still ran. TestDistributedRescale in package kafka runs a windowed job
 // as 3 processes, then 2, then 4 (with other parallelisms), and compares
-// with one process. A process that finished (read all its input) has no
-// savepoint to give: rescale a job whose processes all run.
+// with one process; TestDistributedRescaleProcesses does so with child
+// processes, one of each rescaled layout killed and resumed. A process
+// that finished (read all its input) has no savepoint to give: rescale a
+// job whose processes all run.
 //
 // Where state lives. A process's checkpoints are in its own
 // Checkpoint.StateDir, and nowhere else: if that directory is lost, the
