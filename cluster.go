@@ -36,6 +36,22 @@ type Cluster struct {
 	// Exchange carries records between the processes: kafka.Exchange.
 	// Required.
 	Exchange Exchange
+	// RestoreFrom rescales the job: it starts this process from the
+	// savepoints of every process of the job's previous layout, taken by
+	// Job.StopWithSavepoint on each of them (each entry is a savepoint, a
+	// directory of savepoints, whose newest counts, or a process's state
+	// directory, whose latest checkpoint counts, as Config.RestoreFrom
+	// takes), in any order. Each records which process of how many took
+	// it. The process takes the keyed state of the key groups it now owns,
+	// the repartition partitions it now owns with where their old owners
+	// stood, and its share of the job's input with its offsets; see
+	// "Rescaling" in the package doc. Every process of the new layout is
+	// given the same list. As Config.RestoreFrom, it is used only while
+	// the process's state directory holds no checkpoint; with one taken
+	// since the rescaled start, the process resumes from it. Every
+	// process of the old layout must have stopped before any of the new
+	// one starts.
+	RestoreFrom []string
 }
 
 // DefaultClusterPartitions is Cluster.Partitions' default: enough to
@@ -97,6 +113,14 @@ func (c *Cluster) validate(cfg Config) []error {
 	}
 	if c.Exchange == nil {
 		bad("Exchange", "nil: a distributed job needs one (kafka.Exchange)")
+	}
+	for i, p := range c.RestoreFrom {
+		if p == "" {
+			bad("RestoreFrom", "entry %d is empty", i)
+		}
+	}
+	if len(c.RestoreFrom) > 0 && cfg.RestoreFrom != "" {
+		bad("RestoreFrom", "set together with Config.RestoreFrom: a process starts from its own savepoint (Config.RestoreFrom) or rescaled from every process's (Cluster.RestoreFrom), not both")
 	}
 	if !cfg.Checkpoint.enabled() || cfg.Checkpoint.Mode != ExactlyOnce {
 		bad("Checkpoint", "a distributed job needs exactly-once checkpoints (Checkpoint.Interval and StateDir)")
@@ -234,7 +258,7 @@ func (j *Job) cutEdge(e *edge, t *RepartitionTopic, p *ClusterPlan, mine []int32
 	spec := &cutSpec{
 		plan: p, topic: t.Name, process: c.Process, keyHash: e.keyHash, timed: from.timed,
 		producers: c.Processes * from.parallelism, mine: mine, exchange: c.Exchange,
-		prefix: fmt.Sprintf("%s-%d-%s", c.JobID, c.Process, t.Name), batch: j.cfg.BatchSize,
+		prefix: fmt.Sprintf("%s-%d-%s", c.JobID, c.Process, t.Name), batch: j.cfg.BatchSize, gen: &j.clusterGen,
 	}
 	w, _ := j.addNodeWith(t.Writer, nodeOptions{parallelism: from.parallelism, parallelismSet: true},
 		[]streamSrc{{node: from, part: operator.Forward, side: e.side}})
@@ -260,6 +284,16 @@ type cutSpec struct {
 	exchange  Exchange
 	prefix    string // of the writer's transactional ids
 	batch     int    // Config.BatchSize
+	// gen is the job's layout generation, settled before any task opens
+	// (nil: 0).
+	gen *uint64
+}
+
+func (s *cutSpec) generation() uint64 {
+	if s.gen == nil {
+		return 0
+	}
+	return *s.gen
 }
 
 // buildFunc is a node's build.

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"time"
 
 	"github.com/ringflow/ringflow/internal/operator"
@@ -14,47 +12,76 @@ import (
 
 // The records of a repartition topic. Each value starts with a header:
 //
-//	+------+---------------------+---------------+----------------------+
-//	| kind | producer            | time          | record (data only)   |
-//	| byte | uvarint             | varint        | the stream's codec   |
-//	+------+---------------------+---------------+----------------------+
+//	+------+------------+----------+--------+----------------------+
+//	| kind | generation | producer | time   | record (data only)   |
+//	| byte | uvarint    | uvarint  | varint | the stream's codec   |
+//	+------+------------+----------+--------+----------------------+
 //
 // kind is data (time: the record's event time, 0 without), watermark
 // (time: the producer's watermark), idle (the producer's input went idle;
 // it is active again with its next record or watermark) or end (the
-// producer's input ended). producer is the writing subtask's number among
-// the writer's subtasks in every process. A producer sends each
-// watermark, idleness and its end to every partition, in its transaction,
-// behind the records before them.
+// producer's input ended); in lower case, with no generation, for layout
+// generation 0, and in upper case, followed by the generation, for a
+// later one. The generation numbers the job's layouts: 0 when it first
+// starts, one more at each rescaled start (Cluster.RestoreFrom). producer
+// is the writing subtask's number among the writer's subtasks in every
+// process of its generation. A producer sends each watermark, idleness
+// and its end to every partition, in its transaction, behind the records
+// before them.
 const (
 	cutData      = 'd'
 	cutWatermark = 'w'
 	cutIdle      = 'i'
 	cutEnd       = 'e'
+
+	cutUpper = 'a' - 'A' // a kind in upper case: a generation follows
 )
 
 var errCutRecord = errors.New("ringflow: bad repartition record")
 
-func appendCutHeader(b []byte, kind byte, producer int, t int64) []byte {
-	b = append(b, kind)
+// cutHeader is a repartition record's header.
+type cutHeader struct {
+	kind     byte // in lower case
+	gen      uint64
+	producer int
+	t        int64
+}
+
+func appendCutHeader(b []byte, kind byte, gen uint64, producer int, t int64) []byte {
+	if gen == 0 {
+		b = append(b, kind)
+	} else {
+		b = append(b, kind-cutUpper)
+		b = binary.AppendUvarint(b, gen)
+	}
 	b = binary.AppendUvarint(b, uint64(producer))
 	return binary.AppendVarint(b, t)
 }
 
-func parseCutHeader(b []byte) (kind byte, producer int, t int64, body []byte, err error) {
+func parseCutHeader(b []byte) (h cutHeader, body []byte, err error) {
 	if len(b) < 3 {
-		return 0, 0, 0, nil, fmt.Errorf("%w: %d bytes", errCutRecord, len(b))
+		return h, nil, fmt.Errorf("%w: %d bytes", errCutRecord, len(b))
 	}
-	kind = b[0]
-	p, k := binary.Uvarint(b[1:])
+	h.kind, b = b[0], b[1:]
+	if h.kind >= 'A' && h.kind <= 'Z' {
+		h.kind += cutUpper
+		g, k := binary.Uvarint(b)
+		if k <= 0 || g == 0 {
+			return h, nil, fmt.Errorf("%w: bad generation", errCutRecord)
+		}
+		h.gen, b = g, b[k:]
+	}
+	p, k := binary.Uvarint(b)
 	if k <= 0 || p > 1<<30 {
-		return 0, 0, 0, nil, fmt.Errorf("%w: bad producer", errCutRecord)
+		return h, nil, fmt.Errorf("%w: bad producer", errCutRecord)
 	}
-	t, k2 := binary.Varint(b[1+k:])
+	h.producer = int(p)
+	t, k2 := binary.Varint(b[k:])
 	if k2 <= 0 {
-		return 0, 0, 0, nil, fmt.Errorf("%w: bad time", errCutRecord)
+		return h, nil, fmt.Errorf("%w: bad time", errCutRecord)
 	}
-	return kind, int(p), t, b[1+k+k2:], nil
+	h.t = t
+	return h, b[k+k2:], nil
 }
 
 // cutWriter is the sink a cut edge's upstream operator feeds: it writes
@@ -69,6 +96,7 @@ type cutWriter[T any] struct {
 	hash     operator.KeyHasher[T]
 	parts    *keygroups.Partitioner // key group → partition
 	producer int
+	gen      uint64    // the layout generation it writes in
 	wm       int64     // the last watermark written
 	pending  int64     // the newest watermark given, written when due
 	sentAt   time.Time // when wm was written
@@ -91,6 +119,7 @@ func (w *cutWriter[T]) Open(ctx *operator.Context) error {
 	}
 	w.parts = p
 	w.producer = w.spec.process*ctx.Parallelism + ctx.Subtask
+	w.gen = w.spec.generation()
 	return w.TxnSink.Open(ctx)
 }
 
@@ -109,7 +138,7 @@ func (w *cutWriter[T]) Push(recs []T, ts []int64) {
 		}
 		// NB: a value of its own per record: the exchange's sink keeps it
 		// until the broker has it.
-		v := appendCutHeader(make([]byte, 0, 16+w.codec.Size()), cutData, w.producer, t)
+		v := appendCutHeader(make([]byte, 0, 16+w.codec.Size()), cutData, w.gen, w.producer, t)
 		v = w.codec.Append(v, &recs[i])
 		part := w.parts.Subtask(hashes[i])
 		w.batch = append(w.batch, ExchangeRecord{Partition: int32(part), Value: v})
@@ -193,196 +222,8 @@ func (w *cutWriter[T]) end() {
 func (w *cutWriter[T]) toEvery(kind byte, t int64) {
 	w.batch = w.batch[:0]
 	for p := range w.spec.plan.Partitions {
-		w.batch = append(w.batch, ExchangeRecord{Partition: int32(p), Value: appendCutHeader(nil, kind, w.producer, t)})
+		w.batch = append(w.batch, ExchangeRecord{Partition: int32(p), Value: appendCutHeader(nil, kind, w.gen, w.producer, t)})
 	}
 	w.TxnSink.Push(w.batch, nil)
 	clear(w.batch)
 }
-
-// cutReader is the source of a cut edge's downstream operator in one
-// process: it reads its share of the process's partitions, decodes the
-// records and keeps, per partition and producer (a channel), the latest
-// watermark and whether the producer ended. Its watermark is the lowest
-// of its channels'; it ends when every channel has. Its position is the
-// exchange source's with the channels', so that a restored reader needs
-// no marker twice.
-type cutReader[T any] struct {
-	spec  *cutSpec
-	codec operator.Codec[T]
-	inner SourceFunc[ExchangeRecord]
-
-	parts  []int32 // this subtask's partitions, ascending
-	wms    []int64 // by channel: partition index * producers + producer
-	ended  []bool
-	idle   []bool
-	nEnded int
-
-	raw []ExchangeRecord
-	ts  []int64
-}
-
-var (
-	_ SourceFunc[int] = (*cutReader[int])(nil)
-	_ EventTimeSource = (*cutReader[int])(nil)
-)
-
-// Open implements SourceFunc.
-func (r *cutReader[T]) Open(subtask, parallelism int, pos []byte) error {
-	r.parts = nil
-	for k, p := range r.spec.mine {
-		if k%parallelism == subtask {
-			r.parts = append(r.parts, p)
-		}
-	}
-	n := len(r.parts) * r.spec.producers
-	r.wms, r.ended, r.idle, r.nEnded = make([]int64, n), make([]bool, n), make([]bool, n), 0
-	for i := range r.wms {
-		r.wms[i] = MinWatermark
-	}
-	var innerPos []byte
-	if pos != nil {
-		var err error
-		if innerPos, err = r.restore(pos); err != nil {
-			return fmt.Errorf("repartition topic %s: %w", r.spec.topic, err)
-		}
-	}
-	return r.inner.Open(subtask, parallelism, innerPos)
-}
-
-// Read implements SourceFunc.
-func (r *cutReader[T]) Read(buf []T) (int, error) {
-	if r.nEnded == len(r.ended) {
-		return 0, io.EOF // every producer ended, or the subtask owns no partition
-	}
-	if cap(r.raw) < len(buf) {
-		r.raw, r.ts = make([]ExchangeRecord, len(buf)), make([]int64, len(buf))
-	}
-	n, err := r.inner.Read(r.raw[:len(buf)])
-	out := 0
-	for _, x := range r.raw[:n] {
-		kind, producer, t, body, perr := parseCutHeader(x.Value)
-		c, cerr := r.channel(x.Partition, producer)
-		if perr = errors.Join(perr, cerr); perr != nil {
-			return out, fmt.Errorf("repartition topic %s partition %d: %w", r.spec.topic, x.Partition, perr)
-		}
-		switch kind {
-		case cutData:
-			if _, derr := r.codec.Decode(body, &buf[out]); derr != nil {
-				return out, fmt.Errorf("repartition topic %s partition %d: decode: %w", r.spec.topic, x.Partition, derr)
-			}
-			r.ts[out] = t
-			r.idle[c] = false
-			out++
-		case cutWatermark:
-			r.wms[c] = max(r.wms[c], t)
-			r.idle[c] = false
-		case cutIdle:
-			r.idle[c] = true
-		case cutEnd:
-			if !r.ended[c] {
-				r.ended[c] = true
-				r.nEnded++
-			}
-			r.wms[c] = MaxWatermark
-		default:
-			return out, fmt.Errorf("repartition topic %s partition %d: %w: kind %q", r.spec.topic, x.Partition, errCutRecord, kind)
-		}
-	}
-	clear(r.raw[:n])
-	if err == nil && r.nEnded == len(r.ended) {
-		err = io.EOF
-	}
-	return out, err
-}
-
-func (r *cutReader[T]) channel(part int32, producer int) (int, error) {
-	i, ok := slices.BinarySearch(r.parts, part)
-	switch {
-	case !ok:
-		return 0, fmt.Errorf("a record of partition %d, which is not this subtask's", part)
-	case producer >= r.spec.producers:
-		return 0, fmt.Errorf("a record of producer %d of %d", producer, r.spec.producers)
-	}
-	return i*r.spec.producers + producer, nil
-}
-
-// Timestamps implements EventTimeSource.
-func (r *cutReader[T]) Timestamps(ts []int64) { copy(ts, r.ts) }
-
-// Watermark implements EventTimeSource: the lowest watermark of the
-// channels that are not idle; idle if all are (or there are none).
-func (r *cutReader[T]) Watermark(time.Time) (int64, bool) {
-	wm, active := int64(MaxWatermark), false
-	for c, w := range r.wms {
-		if !r.idle[c] {
-			wm, active = min(wm, w), true
-		}
-	}
-	if !active {
-		return MinWatermark, true
-	}
-	return wm, false
-}
-
-// Position implements SourceFunc:
-//
-//	version byte (1), uvarint len(inner), inner, uvarint channels,
-//	channels × { varint watermark, byte flags (1 ended, 2 idle) }
-func (r *cutReader[T]) Position() []byte {
-	inner := r.inner.Position()
-	b := []byte{1}
-	b = binary.AppendUvarint(b, uint64(len(inner)))
-	b = append(b, inner...)
-	b = binary.AppendUvarint(b, uint64(len(r.wms)))
-	for c, wm := range r.wms {
-		b = binary.AppendVarint(b, wm)
-		flags := byte(0)
-		if r.ended[c] {
-			flags |= 1
-		}
-		if r.idle[c] {
-			flags |= 2
-		}
-		b = append(b, flags)
-	}
-	return b
-}
-
-// restore reads a position into the channels and returns the inner one.
-func (r *cutReader[T]) restore(b []byte) ([]byte, error) {
-	bad := fmt.Errorf("%w: corrupt position", errCutRecord)
-	if len(b) == 0 || b[0] != 1 {
-		return nil, bad
-	}
-	b = b[1:]
-	l, k := binary.Uvarint(b)
-	if k <= 0 || l > uint64(len(b)-k) {
-		return nil, bad
-	}
-	inner := slices.Clone(b[k : k+int(l)])
-	b = b[k+int(l):]
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, bad
-	}
-	if n != uint64(len(r.wms)) {
-		return nil, fmt.Errorf("%w: the position has %d channels, the plan %d (partitions × producers): "+
-			"a distributed job restores only with its processes, partitions and parallelism", ErrCluster, n, len(r.wms))
-	}
-	b = b[k:]
-	for c := range r.wms {
-		wm, k := binary.Varint(b)
-		if k <= 0 || len(b) < k+1 {
-			return nil, bad
-		}
-		r.wms[c], r.ended[c], r.idle[c] = wm, b[k]&1 != 0, b[k]&2 != 0
-		if r.ended[c] {
-			r.nEnded++
-		}
-		b = b[k+1:]
-	}
-	return inner, nil
-}
-
-// Close implements SourceFunc.
-func (r *cutReader[T]) Close() error { return r.inner.Close() }

@@ -40,12 +40,12 @@ func (l *exchangeLog) Position() []byte { return binary.LittleEndian.AppendUint6
 func (l *exchangeLog) Close() error     { return nil }
 
 func exData(part int32, producer int, ts int64, v uint64) ExchangeRecord {
-	b := appendCutHeader(nil, cutData, producer, ts)
+	b := appendCutHeader(nil, cutData, 0, producer, ts)
 	return ExchangeRecord{Partition: part, Value: binary.LittleEndian.AppendUint64(b, v)}
 }
 
 func exMark(kind byte, part int32, producer int, t int64) ExchangeRecord {
-	return ExchangeRecord{Partition: part, Value: appendCutHeader(nil, kind, producer, t)}
+	return ExchangeRecord{Partition: part, Value: appendCutHeader(nil, kind, 0, producer, t)}
 }
 
 func newTestReader(t *testing.T, log *exchangeLog) *cutReader[uint64] {
@@ -180,7 +180,8 @@ func (m *memSink) kinds(t *testing.T, partitions int) []string {
 	t.Helper()
 	var out []string
 	for i := 0; i < len(m.recs); {
-		kind, _, ts, _, err := parseCutHeader(m.recs[i].Value)
+		h, _, err := parseCutHeader(m.recs[i].Value)
+		kind, ts := h.kind, h.t
 		if err != nil {
 			t.Fatal(err)
 		}

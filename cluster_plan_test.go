@@ -38,8 +38,11 @@ func (planSum) Merge(a, b int64) int64                                   { retur
 
 // clusterJob is a job with two keyed exchanges, an operator chained
 // before the first and a side branch after the source.
-func clusterJob(c *ringflow.Cluster) *ringflow.Job {
-	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Cluster: c,
+func clusterJob(c *ringflow.Cluster) *ringflow.Job { return clusterJobFrom(c, "") }
+
+// clusterJobFrom is clusterJob with Config.RestoreFrom.
+func clusterJobFrom(c *ringflow.Cluster, restoreFrom string) *ringflow.Job {
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Cluster: c, RestoreFrom: restoreFrom,
 		Checkpoint: ringflow.CheckpointConfig{Interval: time.Second, StateDir: "/nonexistent"}})
 	src := ringflow.SourceWithEventTime(job, "clicks", ringflow.FromSlice([]planClick{{1, 2, 3}}),
 		ringflow.WatermarkStrategy[planClick]{Timestamp: func(c planClick) int64 { return c.TsMs }})
@@ -129,6 +132,14 @@ func TestClusterConfigErrors(t *testing.T) {
 	for _, field := range []string{"Cluster.JobID", "Cluster.Process", "Cluster.Partitions", "Cluster.Exchange"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("the error does not name %s: %v", field, err)
+		}
+	}
+	// A rescaled start names every old process's savepoint, and only in
+	// Cluster.RestoreFrom.
+	err = clusterJobFrom(&ringflow.Cluster{JobID: "j", Processes: 2, RestoreFrom: []string{"a", ""}}, "b").Run(t.Context())
+	for _, want := range []string{"Cluster.RestoreFrom: entry 1 is empty", "Cluster.RestoreFrom: set together with Config.RestoreFrom"} {
+		if !errors.Is(err, ringflow.ErrCluster) || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an ErrCluster saying %q", err, want)
 		}
 	}
 	if _, err := ringflow.NewJob(ringflow.Config{}).ClusterPlan(); !errors.Is(err, ringflow.ErrCluster) {

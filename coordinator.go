@@ -896,7 +896,7 @@ func (c *coordinator) ack(f *inflight, st SubtaskCheckpointStats, ops map[string
 
 func (c *coordinator) meta(f *inflight) snapshot.Meta {
 	return snapshot.Meta{MaxParallelism: c.job.cfg.MaxParallelism, Parallelism: f.ops, States: c.job.declared,
-		Run: c.job.identity.run, Final: f.final}
+		Run: c.job.identity.run, Final: f.final, Job: c.job.clusterMeta()}
 }
 
 // commitNow commits f on the writer goroutine, or, while the pool is

@@ -390,13 +390,14 @@
 // process i starts again on i's state directory, which takes back exactly
 // i's partitions from i's latest checkpoint. The others go on meanwhile:
 // they do not restart with it, and only what depends on its output waits.
-// Processes, Partitions and each operator's parallelism must stay as they
-// were for a restore (rescaling a distributed job is not built: a
-// process's checkpoint holds only its own part). Within that, each
-// process stops and restores as any job does: Job.StopWithSavepoint on
-// every process, then every process started again with
-// Config.RestoreFrom its own savepoint (a new version of the program,
-// say), continues the job.
+// A process restores only checkpoints of its own layout: Processes,
+// Partitions and each operator's parallelism as they were (each
+// checkpoint records its process's layout, and a restore at another
+// fails with ErrCluster). Within that, each process stops and restores
+// as any job does: Job.StopWithSavepoint on every process, then every
+// process started again with Config.RestoreFrom its own savepoint (a new
+// version of the program, say), continues the job. Changing the number
+// of processes, or the parallelism within them, is rescaling, below.
 //
 // Event time crosses the topics: each writer subtask (a producer) sends
 // every watermark it passes, and at the end of its input an end marker,
@@ -456,6 +457,74 @@
 // transactions (the case after completion, before the commits) and
 // compares with one process; built with the tag ringflow_exchange_notxn,
 // which writes repartition topics without transactions, it fails.
+//
+// Rescaling. A job of N processes goes on as M processes, as a Flink job
+// goes on at another parallelism from a savepoint: stop every one of the
+// N processes with Job.StopWithSavepoint, then start each of the M with
+// the same Cluster but for Process and Processes (M), a new
+// Checkpoint.StateDir, and Cluster.RestoreFrom listing the N savepoints.
+// Every old process must have stopped before any new one starts. (A
+// process's state directory stands for its latest checkpoint, as in
+// Config.RestoreFrom: a process that died is rescaled from there, its
+// transactions after that checkpoint aborted by the fencing below.)
+// Each checkpoint records which process of how many took it, of which
+// job, and the layout's generation (0 at the first start, one more at
+// each rescaled start); a rescaled start checks that the list holds one
+// savepoint of every process of one layout of the same job (JobID), with
+// the same Partitions, and fails with ErrCluster naming what is wrong
+// (a process missing or given twice, another job's savepoint, two
+// layouts, a final checkpoint, in-flight data of an unaligned one).
+// Partitions cannot change: every repartition topic keeps its
+// partitions, each carrying its key groups. New process j then assembles,
+// from the N checkpoints, the one it would have taken had the job always
+// run as M processes, and restores it as any checkpoint:
+//
+//   - the keyed state of the key groups it owns now, the range of its
+//     partitions, from whichever old processes held them (as a job
+//     restored at another parallelism takes its key groups);
+//   - each repartition partition it owns, at the offset its old owner's
+//     reader had reached, with the watermarks, ends and idleness that
+//     reader kept for it;
+//   - its share of every other source's splits: a Kafka source's input
+//     partitions are shared out among the M·parallelism subtasks of all
+//     processes, each with its offsets, as a source restored at another
+//     parallelism shares them (SplitSource);
+//   - the transactions the savepoints hold pre-committed, those of old
+//     process i going to new process i mod M, which commits them (a
+//     stop's commits ran before it returned, unless one failed) and
+//     fences their transactional ids. An old process that no longer
+//     exists (i ≥ M) thereby has its ids fenced too, so no transaction
+//     it left open holds back a partition: each kafka handle names its
+//     prefix.
+//
+// New process j < N goes on with old process j's identity; the others
+// start new ones. The operators' parallelism may change with the
+// processes (a rescale to as many processes changes it alone).
+//
+// Records of the old layout may still be in the repartition topics when
+// the new processes start: written and committed before the savepoints,
+// beyond the offsets their readers had reached. Their producers (the
+// writer subtasks of the old layout) are not the new ones, so every
+// record carries its producer's layout generation. In each partition
+// every record of the old generation precedes every one of the new: the
+// old processes stopped before the new ones started, and each record is
+// appended after all the old ones wrote, committed later or not. So a
+// reader keeps each partition's channels per generation: the old
+// producers' from its savepoint while it reads the old records, and at
+// the first record of the new generation in the partition, which every
+// new producer sends soon (a watermark goes to every partition), it drops
+// them for the new producers', each from no watermark until it sends
+// its own. Its watermark never passes a record still to come from either
+// generation, windows fire with the records an uninterrupted run gives
+// them, and each record is read once: the output is exactly once across
+// the rescale, as across any restore. A record of an older generation
+// after one of a newer fails the reader: a process of the old layout
+// still ran. TestDistributedRescale in package kafka runs a windowed job
+// as 3 processes, then 2, then 4 (with other parallelisms), and compares
+// with one process; TestDistributedRescaleProcesses does so with child
+// processes, one of each rescaled layout killed and resumed. A process
+// that finished (read all its input) has no savepoint to give: rescale a
+// job whose processes all run.
 //
 // Where state lives. A process's checkpoints are in its own
 // Checkpoint.StateDir, and nowhere else: if that directory is lost, the

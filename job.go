@@ -129,7 +129,9 @@ type Config struct {
 	// own state directory holds no checkpoint; with one that started from
 	// the same savepoint, the job resumes from its own latest checkpoint,
 	// and with any other checkpoint Run fails (ErrRestoreFrom) rather than
-	// guess which to take. See the package doc.
+	// guess which to take. See the package doc. A process of a distributed
+	// job restores its own savepoint only, at its own layout; to change
+	// the number of processes, see Cluster.RestoreFrom.
 	RestoreFrom string
 	// StopOnCancel makes a cancelled context stop the job as Job.Stop
 	// does: with a final checkpoint that commits every transactional sink,
@@ -321,6 +323,10 @@ type Job struct {
 
 	// cut is how a distributed job's graph is cut (Config.Cluster).
 	cut clusterCut
+	// clusterGen is a distributed job's layout generation: 0 when it
+	// first starts, one more at each rescaled start (see cluster_rescale.go).
+	// Settled by each attempt before its tasks open.
+	clusterGen uint64
 
 	statsMu     sync.Mutex
 	lastRestore RestoreReport

@@ -202,5 +202,6 @@ func sortRefs(refs []StateRef) { slices.SortFunc(refs, compareRefs) }
 func permanent(err error) bool {
 	var mismatch *RestoreMismatchError
 	return errors.Is(err, ErrGraph) || errors.Is(err, ErrConfig) || errors.Is(err, ErrFinished) ||
-		errors.Is(err, ErrSinkOwned) || errors.Is(err, ErrRestoreFrom) || errors.As(err, &mismatch)
+		errors.Is(err, ErrSinkOwned) || errors.Is(err, ErrRestoreFrom) || errors.Is(err, ErrCluster) ||
+		errors.As(err, &mismatch)
 }

@@ -97,6 +97,11 @@ func (j *Job) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if c := j.cfg.Cluster; c != nil && len(c.RestoreFrom) > 0 {
+		if err := j.useRescale(store); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		err := j.attempt(ctx, store, attempt)
 		if err == nil || ctx.Err() != nil || permanent(err) || store == nil ||
@@ -166,17 +171,25 @@ func (j *Job) attempt(ctx context.Context, store *snapshot.Store, n int) error {
 			return err
 		}
 	}
-	fromPath := ""
+	fromPath, rescaled := "", false
 	if cp == nil && j.from != nil {
 		// Config.RestoreFrom: read again at every attempt until the job
 		// has a checkpoint of its own.
-		if cp, err = j.from.load(j); err != nil {
+		if j.from.rescale {
+			cp, err = j.assembleRescaled()
+		} else {
+			cp, err = j.from.load(j)
+		}
+		if err != nil {
 			return err
 		}
-		fromPath = j.from.path
+		fromPath, rescaled = j.from.path, j.from.rescale
+	}
+	if err := j.settleLayout(cp, rescaled); err != nil {
+		return err
 	}
 	if cp != nil {
-		if err := p.restorePositions(cp); err != nil {
+		if err := p.restorePositions(cp, rescaled); err != nil {
 			return err
 		}
 		j.restored.Store(cp.ID())
@@ -612,14 +625,25 @@ func (p *physical) latest(store *snapshot.Store) (*snapshot.Checkpoint, error) {
 
 // restorePositions rewinds every source to its position in cp. A source
 // whose parallelism changed shares out its splits anew, if it has splits
-// (SplitSource); else the restore fails.
-func (p *physical) restorePositions(cp *snapshot.Checkpoint) error {
+// (SplitSource); else the restore fails. So does every source of a
+// process restored rescaled, from the positions of every old process.
+func (p *physical) restorePositions(cp *snapshot.Checkpoint, rescaled bool) error {
 	meta := cp.Meta()
 	for _, t := range p.tasks {
 		if t.Source == nil {
 			continue
 		}
 		op := t.Ctx.Operator
+		if rescaled {
+			pos, ok, err := rescaledPosition(cp, t)
+			if err != nil {
+				return err
+			}
+			if ok {
+				t.Source.Restore(pos)
+			}
+			continue
+		}
 		if was, ok := meta.Parallelism[op]; ok && was != t.Ctx.Parallelism {
 			pos, err := rescalePosition(cp, t, was)
 			if err != nil {

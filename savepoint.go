@@ -381,6 +381,9 @@ type restoreSource struct {
 	// job and run are the identity of the job that took it.
 	job string
 	run uint64
+	// rescale says the job starts from Cluster.RestoreFrom, the
+	// savepoints of every process of another layout (path lists them).
+	rescale bool
 }
 
 // resolveRestoreFrom finds what path names (see Config.RestoreFrom).

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,12 +97,14 @@ type distJobOpts struct {
 	// savepoints is CheckpointConfig.SavepointDir; restoreFrom is
 	// Config.RestoreFrom.
 	savepoints, restoreFrom string
-	logger                  *slog.Logger
-	events                  *ringflow.EventListener
+	// parallelism is Config.Parallelism; 2 if 0.
+	parallelism int
+	logger      *slog.Logger
+	events      *ringflow.EventListener
 }
 
 func distJob(o distJobOpts) *ringflow.Job {
-	job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, RaiseGOMAXPROCS: true, Parallelism: 2, BatchSize: 32,
+	job := ringflow.NewJob(ringflow.Config{Workers: 1, NoPin: true, RaiseGOMAXPROCS: true, Parallelism: cmp.Or(o.parallelism, 2), BatchSize: 32,
 		Logger: o.logger, Cluster: o.cluster, Events: o.events, Restart: ringflow.RestartStrategy{Attempts: o.restarts},
 		RestoreFrom: o.restoreFrom,
 		Checkpoint:  ringflow.CheckpointConfig{Interval: 20 * time.Millisecond, StateDir: o.stateDir, SavepointDir: o.savepoints}})
@@ -131,13 +134,19 @@ func distCluster(brokers []string, process int, logger *slog.Logger) *ringflow.C
 		Exchange: Exchange(ExchangeConfig{Brokers: brokers, Logger: logger})}
 }
 
-// distChild runs process p of the distributed job in a child process.
-func distChild(dir string, brokers []string, p int, state, restoreFrom string) int {
+// distChild runs process p of the distributed job in a child process, on
+// the state directory dir/state, its savepoints in dir/savepoints/state;
+// of procs processes (distProcesses if 0), rescaled from the savepoints
+// rescale if there are any.
+func distChild(dir string, brokers []string, p, procs int, state, restoreFrom string, rescale []string) int {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var ready sync.Once
+	cluster := distCluster(brokers, p, logger)
+	cluster.Processes = cmp.Or(procs, distProcesses)
+	cluster.RestoreFrom = rescale
 	job := distJob(distJobOpts{brokers: brokers, stateDir: filepath.Join(dir, state), out: "out",
-		cluster: distCluster(brokers, p, logger), check: func() { spin(500 * time.Microsecond) }, logger: logger,
-		restarts: 10, savepoints: filepath.Join(dir, "savepoints", fmt.Sprint(p)), restoreFrom: restoreFrom,
+		cluster: cluster, check: func() { spin(500 * time.Microsecond) }, logger: logger,
+		restarts: 10, savepoints: filepath.Join(dir, "savepoints", state), restoreFrom: restoreFrom,
 		events: &ringflow.EventListener{CheckpointCompleted: func(ringflow.CheckpointStats) {
 			ready.Do(func() { fmt.Println("ready") })
 		}}})
@@ -358,10 +367,18 @@ func startDist(t *testing.T, dir string, brokers []string, p int) *distProc {
 // startDistIn starts process p on the state directory dir/state, from
 // the savepoint restoreFrom if it is not "".
 func startDistIn(t *testing.T, dir string, brokers []string, p int, state, restoreFrom string) *distProc {
+	return startDistRescaled(t, dir, brokers, p, 0, state, restoreFrom, nil)
+}
+
+// startDistRescaled starts process p of procs (distProcesses if 0) on the
+// state directory dir/state, from the savepoint restoreFrom if it is not
+// "", or rescaled from the savepoints rescale.
+func startDistRescaled(t *testing.T, dir string, brokers []string, p, procs int, state, restoreFrom string, rescale []string) *distProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), distChildEnv+"="+dir, distChildEnv+"_BROKERS="+strings.Join(brokers, ","),
-		distChildEnv+"_PROCESS="+strconv.Itoa(p), distChildEnv+"_STATE="+state, distChildEnv+"_RESTORE="+restoreFrom)
+		distChildEnv+"_PROCESS="+strconv.Itoa(p), distChildEnv+"_STATE="+state, distChildEnv+"_RESTORE="+restoreFrom,
+		distChildEnv+"_PROCS="+strconv.Itoa(procs), distChildEnv+"_RESCALE="+strings.Join(rescale, string(filepath.ListSeparator)))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -411,8 +428,13 @@ func distChildMain() (int, bool) {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1, true
 	}
-	return distChild(dir, strings.Split(os.Getenv(distChildEnv+"_BROKERS"), ","), p,
-		os.Getenv(distChildEnv+"_STATE"), os.Getenv(distChildEnv+"_RESTORE")), true
+	procs, _ := strconv.Atoi(os.Getenv(distChildEnv + "_PROCS"))
+	var rescale []string
+	if l := os.Getenv(distChildEnv + "_RESCALE"); l != "" {
+		rescale = filepath.SplitList(l)
+	}
+	return distChild(dir, strings.Split(os.Getenv(distChildEnv+"_BROKERS"), ","), p, procs,
+		os.Getenv(distChildEnv+"_STATE"), os.Getenv(distChildEnv+"_RESTORE"), rescale), true
 }
 
 // TestDistributedInProcess runs a job without event time as three

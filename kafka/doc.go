@@ -136,7 +136,11 @@
 // fencing first would abort the very transactions the checkpoint holds.
 // After a restore at a lower parallelism, subtask i also fences the ids of
 // the old subtasks j ≡ i (mod parallelism) it took over, which the
-// handles' layout names.
+// handles' layout names. Each handle names its transactional ids' prefix
+// too: a subtask given handles of another prefix (a process of a
+// distributed job rescaled to fewer processes stands in for the old
+// processes whose number no longer exists) fences the ids of each old
+// subtask whose handles it got.
 //
 // A bounded job's last transactions are committed when its final
 // checkpoint completes; if a failure or a kill comes between the two, the
@@ -184,7 +188,11 @@
 // checkpoints keep, and writes each checkpoint's records in transactions
 // on the ids <job id>-<process>-<topic>-<subtask>-<slot>, committed when
 // its checkpoint completes. The ringflow package doc's "Distributed jobs"
-// says why that is exactly once across processes.
+// says why that is exactly once across processes. A job rescaled to
+// another number of processes (ringflow.Cluster.RestoreFrom) gives each
+// new process's readers its partitions from the positions of every old
+// process: the source's rescale keeps to the partitions
+// SourceConfig.Partitions selects.
 //
 // # Testing
 //
@@ -192,7 +200,8 @@
 // transactions, injected broker errors, a cluster stopped and started
 // again from its data directory, a job killed with SIGKILL mid
 // transaction and resumed from its state directory, and a job run as
-// three processes, killed with SIGKILL one at a time, against the same
-// job in one process. Example shows a job
+// three processes, killed with SIGKILL one at a time, or rescaled from 3
+// processes to 2 and then 4, against the same job in one process. Example
+// shows a job
 // against kfake.
 package kafka

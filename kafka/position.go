@@ -107,9 +107,10 @@ func assign(all []partPos, subtask, parallelism int) []partPos {
 }
 
 // rescale merges the positions of every subtask of an old parallelism and
-// returns the position of subtask of the new one. Every partition keeps
-// its offsets. All nil means no subtask ever opened: a fresh start (nil).
-func rescale(subtask, parallelism int, old [][]byte) ([]byte, error) {
+// returns the position of subtask of the new one, of the partitions keep
+// selects (all if it is nil). Every partition keeps its offsets. All nil
+// means no subtask ever opened: a fresh start (nil).
+func rescale(subtask, parallelism int, old [][]byte, keep func(topic string, partition int32) bool) ([]byte, error) {
 	var all []partPos
 	opened := 0
 	for i, b := range old {
@@ -134,6 +135,9 @@ func rescale(subtask, parallelism int, old [][]byte) ([]byte, error) {
 		if comparePart(all[i-1], all[i]) == 0 {
 			return nil, fmt.Errorf("kafka source: partition %s/%d is in two old subtasks' positions", all[i].topic, all[i].part)
 		}
+	}
+	if keep != nil {
+		all = slices.DeleteFunc(all, func(p partPos) bool { return !keep(p.topic, p.part) })
 	}
 	return encodePosition(assign(all, subtask, parallelism)), nil
 }

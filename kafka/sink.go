@@ -347,18 +347,34 @@ func (s *sink[T]) Open(ctx context.Context, subtask, parallelism int) error {
 // Recover commits the restored checkpoint's transactions, then fences
 // every transactional id this subtask — and, after a restore at a lower
 // parallelism, the old subtasks whose transactions it took over — may
-// have left a transaction open on.
+// have left a transaction open on; and those of the subtasks of other
+// prefixes whose transactions it took over (the old processes a process
+// of a distributed job stands in for after a rescale).
 func (s *sink[T]) Recover(ctx context.Context, txns [][]byte) error {
 	if s.delivery != ExactlyOnce {
 		return nil
 	}
 	oldPar, oldPool := s.par, s.cfg.PoolSize
+	var ids []string
+	seen := map[string]bool{}
+	fenceIDs := func(prefix string, sub, pool int) {
+		for i := range pool {
+			if id := transactionalID(prefix, sub, i); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
 	for _, b := range txns {
 		h, err := decodeHandle(b)
 		if err != nil {
 			return err
 		}
-		oldPar, oldPool = max(oldPar, h.parallelism), max(oldPool, h.pool)
+		if h.prefix != "" && h.prefix != s.prefix {
+			fenceIDs(h.prefix, h.subtask, h.pool)
+		} else {
+			oldPar, oldPool = max(oldPar, h.parallelism), max(oldPool, h.pool)
+		}
 		if h.empty() || commitAtBarrier {
 			continue
 		}
@@ -367,11 +383,11 @@ func (s *sink[T]) Recover(ctx context.Context, txns [][]byte) error {
 		}
 	}
 	for sub := s.sub; sub < oldPar; sub += s.par {
-		for i := range oldPool {
-			id := transactionalID(s.prefix, sub, i)
-			if err := fence(ctx, s.client, id, s.cfg.TransactionTimeout); err != nil {
-				return fmt.Errorf("kafka sink: fence transactional id %s: %w", id, err)
-			}
+		fenceIDs(s.prefix, sub, oldPool)
+	}
+	for _, id := range ids {
+		if err := fence(ctx, s.client, id, s.cfg.TransactionTimeout); err != nil {
+			return fmt.Errorf("kafka sink: fence transactional id %s: %w", id, err)
 		}
 	}
 	return nil
@@ -505,7 +521,7 @@ func (s *sink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 		g.seal()
 		return nil, g.wait, nil
 	}
-	layout := txnHandle{subtask: s.sub, parallelism: s.par, pool: len(s.slots)}
+	layout := txnHandle{subtask: s.sub, parallelism: s.par, pool: len(s.slots), prefix: s.prefix}
 	sl := s.cur
 	if sl == nil {
 		return layout.encode(), nil, nil

@@ -223,6 +223,33 @@ func TestSinkRecoverRescaled(t *testing.T) {
 	assertNoOpenTxn(t, b0.client, "out")
 }
 
+// TestSinkRecoverOtherPrefix checks what a process of a distributed job
+// rescaled to fewer processes does with the transactions of an old
+// process whose transactional ids no new process uses (another prefix):
+// it commits the pre-committed one and fences the old subtask's ids,
+// aborting the transaction the old process left open after it.
+func TestSinkRecoverOtherPrefix(t *testing.T) {
+	c := newCluster(t, 2, []string{"out"})
+	brokers := c.ListenAddrs()
+	old := openSink(t, stringSink(t, brokers, "job-2-out"), 1, 2)
+	kept := recs("kept", 4)
+	txn := writeTxn(t, old, kept...)
+	if h := mustHandle(t, txn); h.prefix != "job-2-out" || h.subtask != 1 {
+		t.Fatalf("handle %+v: want prefix job-2-out, subtask 1", h)
+	}
+	if err := old.Write("open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.cur.cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	crash(old)
+	s := openSink(t, stringSink(t, brokers, "job-0-out"), 0, 2, txn)
+	defer s.Close()
+	diff(t, readTopic(t, brokers, "out", true), kept)
+	assertNoOpenTxn(t, s.client, "out")
+}
+
 // TestSinkPoolExhausted checks that a subtask whose every transactional id
 // awaits a commit fails its next write, rather than reusing one.
 func TestSinkPoolExhausted(t *testing.T) {

@@ -645,9 +645,11 @@ func commitOffsets(ctx context.Context, cl *kgo.Client, group string, ps []partP
 
 // RescalePosition implements ringflow.SplitSource: the partitions of every
 // old subtask are shared out again as on a fresh start, each with its
-// offsets.
+// offsets; with SourceConfig.Partitions set, those it selects only (a
+// process of a distributed job rescaled to another number of processes
+// takes its own partitions from the positions of every old process).
 func (s *source[T]) RescalePosition(subtask, parallelism int, old [][]byte) ([]byte, error) {
-	return rescale(subtask, parallelism, old)
+	return rescale(subtask, parallelism, old, s.cfg.Partitions)
 }
 
 func (s *source[T]) Close() error {

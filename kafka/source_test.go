@@ -59,7 +59,7 @@ func TestRescalePositions(t *testing.T) {
 		}
 		var got []partPos
 		for i := range to {
-			b, err := rescale(i, to, old)
+			b, err := rescale(i, to, old, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,10 +79,10 @@ func TestRescalePositions(t *testing.T) {
 			t.Fatalf("%d → %d subtasks: partitions %v, want %v", from, to, got, want)
 		}
 	}
-	if b, err := rescale(0, 2, [][]byte{nil, nil}); b != nil || err != nil {
+	if b, err := rescale(0, 2, [][]byte{nil, nil}, nil); b != nil || err != nil {
 		t.Fatalf("rescale of subtasks that never opened: %v, %v; want a fresh start", b, err)
 	}
-	if _, err := rescale(0, 2, [][]byte{encodePosition(nil), nil}); err == nil {
+	if _, err := rescale(0, 2, [][]byte{encodePosition(nil), nil}, nil); err == nil {
 		t.Fatal("rescale with one old position missing: no error")
 	}
 }

@@ -17,26 +17,33 @@ import (
 // transactional ids of the subtask that opened it, so that a restore at
 // another parallelism fences every id an old subtask used. An empty
 // handle (id "") stands for a checkpoint in which the subtask wrote
-// nothing; it carries the layout alone.
+// nothing; it carries the layout alone. The prefix of the subtask's
+// transactional ids lets whoever restores the handle fence them, though
+// its own prefix differs (a process of a distributed job rescaled to
+// fewer processes fences the ids of the old processes it stands in for).
 type txnHandle struct {
 	id          string // transactional id
 	producerID  int64
 	epoch       int16
 	subtask     int
 	parallelism int
-	pool        int // transactional ids per subtask
+	pool        int    // transactional ids per subtask
+	prefix      string // of the subtask's transactional ids; "" in version 1
 }
 
-const handleVersion = 1
+const handleVersion = 2
 
 var errBadHandle = errors.New("kafka sink: corrupt transaction handle")
 
 // encode lays the handle out as:
 //
-//	version byte (1)
+//	version byte (2)
 //	uvarint len(id), id
 //	varint producer id, varint epoch
 //	uvarint subtask, uvarint parallelism, uvarint pool
+//	uvarint len(prefix), prefix
+//
+// Version 1 ends before the prefix.
 func (h txnHandle) encode() []byte {
 	b := []byte{handleVersion}
 	b = binary.AppendUvarint(b, uint64(len(h.id)))
@@ -45,14 +52,17 @@ func (h txnHandle) encode() []byte {
 	b = binary.AppendVarint(b, int64(h.epoch))
 	b = binary.AppendUvarint(b, uint64(h.subtask))
 	b = binary.AppendUvarint(b, uint64(h.parallelism))
-	return binary.AppendUvarint(b, uint64(h.pool))
+	b = binary.AppendUvarint(b, uint64(h.pool))
+	b = binary.AppendUvarint(b, uint64(len(h.prefix)))
+	return append(b, h.prefix...)
 }
 
 func decodeHandle(b []byte) (txnHandle, error) {
 	var h txnHandle
-	if len(b) == 0 || b[0] != handleVersion {
-		return h, fmt.Errorf("%w: version %v, want %d", errBadHandle, b[:min(len(b), 1)], handleVersion)
+	if len(b) == 0 || b[0] != 1 && b[0] != handleVersion {
+		return h, fmt.Errorf("%w: version %v, want 1 or %d", errBadHandle, b[:min(len(b), 1)], handleVersion)
 	}
+	version := b[0]
 	b = b[1:]
 	l, k := binary.Uvarint(b)
 	if k <= 0 || l > uint64(len(b)-k) {
@@ -73,6 +83,13 @@ func decodeHandle(b []byte) (txnHandle, error) {
 			return h, errBadHandle
 		}
 		vs[i], b = v, b[k:]
+	}
+	if version >= 2 {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return h, errBadHandle
+		}
+		h.prefix, b = string(b[k:k+int(l)]), b[k+int(l):]
 	}
 	if len(b) != 0 {
 		return h, errBadHandle

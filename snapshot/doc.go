@@ -85,7 +85,9 @@
 //	|        |      | S x { len 4B | operator | len 4B | state | len 4B |       |
 //	|        |      |       layout }, sorted by (operator, state), no duplicates|
 //	|        |    8 | run number of the job on its state dir (version 2 on)     |
-//	|        |    4 | flags: bit 0 final checkpoint of a run (version 2 on)     |
+//	|        |    4 | flags: bit 0 final checkpoint of a run, bit 1 job record  |
+//	|        |      | follows (version 2 on)                                    |
+//	|        |      | if bit 1: len 4B | the job's record (Meta.Job), <= 64 KiB |
 //	|    end |    8 | xxhash64 of every byte before it                          |
 //	+--------+------+-----------------------------------------------------------+
 //

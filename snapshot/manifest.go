@@ -29,7 +29,14 @@ type Meta struct {
 	// are 0 in format version 1.
 	Run   uint64
 	Final bool
+	// Job is the job's own record of itself, opaque to the store (a
+	// distributed job's layout, say); nil for none. At most
+	// JobMetaMaxBytes.
+	Job []byte
 }
+
+// JobMetaMaxBytes bounds Meta.Job.
+const JobMetaMaxBytes = 1 << 16
 
 // StateInfo is one piece of state a job declares: its operator, its name
 // within the operator, and the layout of its type (a description precise
@@ -40,7 +47,8 @@ type StateInfo struct {
 
 func (m Meta) clone() Meta {
 	c := Meta{MaxParallelism: m.MaxParallelism, Parallelism: make(map[string]int, len(m.Parallelism)),
-		States: slices.Clone(m.States), StatesRecorded: m.StatesRecorded, Run: m.Run, Final: m.Final}
+		States: slices.Clone(m.States), StatesRecorded: m.StatesRecorded, Run: m.Run, Final: m.Final,
+		Job: slices.Clone(m.Job)}
 	for op, p := range m.Parallelism {
 		c.Parallelism[op] = p
 	}
@@ -63,6 +71,10 @@ type manifest struct {
 	id      uint64
 	meta    Meta
 	entries []manifestEntry // strictly increasing by encoded entry key
+	// assembled says the manifest is an Assembly's, never stored: an
+	// operator's subtasks may be those of several jobs together, beyond
+	// maxParallelism (up to MaxParallelismLimit).
+	assembled bool
 }
 
 // manifestEntry records where an entry's bytes live and how to check them.
@@ -125,7 +137,7 @@ func (m *manifest) validate() error {
 		if err := checkOperatorID(op); err != nil {
 			return invalidf("job metadata: %v", err)
 		}
-		if p < 1 || p > m.meta.MaxParallelism {
+		if limit := m.meta.MaxParallelism; p < 1 || p > limit && (!m.assembled || p > MaxParallelismLimit) {
 			return invalidf("operator %q has parallelism %d outside [1, maxParallelism %d]",
 				op, p, m.meta.MaxParallelism)
 		}
@@ -140,6 +152,9 @@ func (m *manifest) validate() error {
 		case i > 0 && compareStates(m.meta.States[i-1], st) >= 0:
 			return invalidf("declared states out of order or duplicated at %q of operator %q", st.State, st.Operator)
 		}
+	}
+	if len(m.meta.Job) > JobMetaMaxBytes {
+		return invalidf("job metadata of %d bytes, more than %d", len(m.meta.Job), JobMetaMaxBytes)
 	}
 	if len(m.entries) > entriesMax {
 		return invalidf("%d entries, more than %d", len(m.entries), entriesMax)
@@ -259,7 +274,7 @@ func (m *manifest) encode() []byte {
 	for _, e := range m.entries {
 		size += entryFixedLen + len(e.key.op)
 	}
-	size += 4 + 8 + 4
+	size += 4 + 8 + 4 + 4 + len(m.meta.Job)
 	for _, st := range m.meta.States {
 		size += 12 + len(st.Operator) + len(st.State) + len(st.Layout)
 	}
@@ -294,7 +309,14 @@ func (m *manifest) encode() []byte {
 	if m.meta.Final {
 		flags |= flagFinal
 	}
+	if m.meta.Job != nil {
+		flags |= flagJob
+	}
 	b = binary.LittleEndian.AppendUint32(b, flags)
+	if m.meta.Job != nil {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(m.meta.Job)))
+		b = append(b, m.meta.Job...)
+	}
 	return binary.LittleEndian.AppendUint64(b, checksum(b))
 }
 
@@ -387,15 +409,28 @@ func (m *manifest) decodeStates(r *reader) error {
 	}
 	m.meta.Run = r.u64()
 	flags := r.u32()
-	if flags&^flagFinal != 0 && r.err == nil {
+	if flags&^(flagFinal|flagJob) != 0 && r.err == nil {
 		return manifestErrorf("unknown flags %#x", flags)
 	}
 	m.meta.Final = flags&flagFinal != 0
+	if flags&flagJob != 0 {
+		n := r.u32()
+		if r.err == nil && n > JobMetaMaxBytes {
+			return manifestErrorf("job metadata of %d bytes, more than %d", n, JobMetaMaxBytes)
+		}
+		m.meta.Job = slices.Clone(r.bytes(int(n)))
+		if m.meta.Job == nil && r.err == nil {
+			m.meta.Job = []byte{}
+		}
+	}
 	return r.err
 }
 
-// Manifest flags (version 2 on).
-const flagFinal = 1 << 0
+// Manifest flags (version 2 on): flagJob says Meta.Job follows them.
+const (
+	flagFinal = 1 << 0
+	flagJob   = 1 << 1
+)
 
 // reader consumes a byte slice; the first short read sets err and every
 // later read returns zeroes.

@@ -28,7 +28,20 @@ func sampleManifest() *manifest {
 // TestManifestRoundTrip: encode then decode gives the same manifest, and
 // the encoding is deterministic (operators sorted).
 func TestManifestRoundTrip(t *testing.T) {
-	m := sampleManifest()
+	t.Run("plain", func(t *testing.T) { manifestRoundTrip(t, sampleManifest()) })
+	t.Run("job record", func(t *testing.T) {
+		m := sampleManifest()
+		m.meta.Job = []byte("the job's record")
+		manifestRoundTrip(t, m)
+	})
+	t.Run("empty job record", func(t *testing.T) {
+		m := sampleManifest()
+		m.meta.Job = []byte{}
+		manifestRoundTrip(t, m)
+	})
+}
+
+func manifestRoundTrip(t *testing.T, m *manifest) {
 	sortEntries(m.entries)
 	if err := m.validate(); err != nil {
 		t.Fatal(err)
@@ -40,7 +53,8 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 	if back.id != m.id || back.meta.MaxParallelism != 16 || back.meta.Parallelism["src"] != 2 ||
 		len(back.entries) != len(m.entries) || !slices.Equal(back.meta.States, m.meta.States) ||
-		!back.meta.StatesRecorded || back.meta.Run != 3 || !back.meta.Final {
+		!back.meta.StatesRecorded || back.meta.Run != 3 || !back.meta.Final ||
+		!bytes.Equal(back.meta.Job, m.meta.Job) || (back.meta.Job == nil) != (m.meta.Job == nil) {
 		t.Fatalf("decoded %+v, want %+v", back, m)
 	}
 	for i := range m.entries {
