@@ -82,7 +82,9 @@ type Exchange interface {
 	Source(topic string, partitions []int32) NewSource[ExchangeRecord]
 	// Sink writes records to topic, each to its partition, in
 	// transactions that commit with the checkpoint that covers them (its
-	// transactional ids start with prefix).
+	// transactional ids start with prefix). A record's Value is the
+	// engine's only until Write returns: a sink that needs it later
+	// copies it.
 	Sink(topic, prefix string) func() TwoPhaseSink[ExchangeRecord]
 }
 

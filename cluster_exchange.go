@@ -104,6 +104,8 @@ type cutWriter[T any] struct {
 	ended    bool // the end marker is written
 	batch    []ExchangeRecord
 	hashes   []uint64
+	buf      []byte // the batch's values, end to end
+	ends     []int  // where each value ends in buf
 }
 
 func newCutWriter[T any](s *cutSpec, codec operator.Codec[T], sink TwoPhaseSink[ExchangeRecord]) *cutWriter[T] {
@@ -130,19 +132,26 @@ func (w *cutWriter[T]) Push(recs []T, ts []int64) {
 	}
 	hashes := w.hashes[:len(recs)]
 	w.hash.All(recs, hashes)
-	w.batch = w.batch[:0]
+	// NB: the values share one buffer, reused batch after batch: the
+	// exchange's sink copies a value before its Write returns (see
+	// Exchange.Sink).
+	buf, ends := w.buf[:0], w.ends[:0]
 	for i := range recs {
 		var t int64
 		if ts != nil {
 			t = ts[i]
 		}
-		// NB: a value of its own per record: the exchange's sink keeps it
-		// until the broker has it.
-		v := appendCutHeader(make([]byte, 0, 16+w.codec.Size()), cutData, w.gen, w.producer, t)
-		v = w.codec.Append(v, &recs[i])
-		part := w.parts.Subtask(hashes[i])
-		w.batch = append(w.batch, ExchangeRecord{Partition: int32(part), Value: v})
+		buf = appendCutHeader(buf, cutData, w.gen, w.producer, t)
+		buf = w.codec.Append(buf, &recs[i])
+		ends = append(ends, len(buf))
 	}
+	w.batch = w.batch[:0]
+	start := 0
+	for i, end := range ends {
+		w.batch = append(w.batch, ExchangeRecord{Partition: int32(w.parts.Subtask(hashes[i])), Value: buf[start:end:end]})
+		start = end
+	}
+	w.buf, w.ends = buf, ends
 	w.TxnSink.Push(w.batch, nil)
 	clear(w.batch)
 }
@@ -221,8 +230,10 @@ func (w *cutWriter[T]) end() {
 
 func (w *cutWriter[T]) toEvery(kind byte, t int64) {
 	w.batch = w.batch[:0]
+	v := appendCutHeader(w.buf[:0], kind, w.gen, w.producer, t)
+	w.buf = v
 	for p := range w.spec.plan.Partitions {
-		w.batch = append(w.batch, ExchangeRecord{Partition: int32(p), Value: appendCutHeader(nil, kind, w.gen, w.producer, t)})
+		w.batch = append(w.batch, ExchangeRecord{Partition: int32(p), Value: v[:len(v):len(v)]})
 	}
 	w.TxnSink.Push(w.batch, nil)
 	clear(w.batch)

@@ -166,9 +166,14 @@ func TestCutReaderIdle(t *testing.T) {
 // memSink keeps what a cut writer writes, in order.
 type memSink struct{ recs []ExchangeRecord }
 
-func (m *memSink) Open(context.Context, int, int) error                    { return nil }
-func (m *memSink) Recover(context.Context, [][]byte) error                 { return nil }
-func (m *memSink) Write(r ExchangeRecord) error                            { m.recs = append(m.recs, r); return nil }
+func (m *memSink) Open(context.Context, int, int) error    { return nil }
+func (m *memSink) Recover(context.Context, [][]byte) error { return nil }
+func (m *memSink) Write(r ExchangeRecord) error {
+	// NB: the value is the writer's once Write returns (see
+	// Exchange.Sink).
+	m.recs = append(m.recs, ExchangeRecord{Partition: r.Partition, Value: slices.Clone(r.Value)})
+	return nil
+}
 func (m *memSink) Commit(context.Context, []byte) error                    { return nil }
 func (m *memSink) Close() error                                            { return nil }
 func (m *memSink) PreCommit() ([]byte, func(context.Context) error, error) { return nil, nil, nil }
