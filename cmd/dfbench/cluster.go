@@ -305,17 +305,11 @@ type clusterProcessResult struct {
 }
 
 func clusterParent(f clusterFlags, stdout, stderr io.Writer) (err error) {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(f.partitions), "in", "out"))
-	if err != nil {
-		return fmt.Errorf("start kfake: %w", err)
-	}
-	defer kc.Close()
-	brokers := kc.ListenAddrs()
-	dir, err := os.MkdirTemp("", "dfbench-cluster-")
+	brokers, dir, done, err := startKfake(f.partitions, "in", "out")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 	spec := func(p int) clusterChildSpec {
 		return clusterChildSpec{Brokers: brokers, Process: p, Processes: f.processes, Parallelism: f.parallelism,
 			Partitions: f.partitions, Interval: f.interval, StateDir: filepath.Join(dir, fmt.Sprint(p))}
@@ -436,6 +430,32 @@ func produceCluster(ctx context.Context, brokers []string, f clusterFlags) error
 	return nil
 }
 
+// startKfake starts a kfake cluster with the topics, each of partitions
+// partitions, and makes a temporary directory; done stops the one and
+// removes the other.
+func startKfake(partitions int, topics ...string) (brokers []string, dir string, done func(), err error) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...))
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("start kfake: %w", err)
+	}
+	if dir, err = os.MkdirTemp("", "dfbench-kafka-"); err != nil {
+		kc.Close()
+		return nil, "", nil, err
+	}
+	return kc.ListenAddrs(), dir, func() { kc.Close(); os.RemoveAll(dir) }, nil
+}
+
+// poll fetches once, failing on the context's end or a fetch error.
+func poll(ctx context.Context, cl *kgo.Client) (kgo.Fetches, error) {
+	fs := cl.PollFetches(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var ferr error
+	fs.EachError(func(_ string, _ int32, e error) { ferr = e })
+	return fs, ferr
+}
+
 // consumeCluster reads "out" as a read_committed consumer until it has
 // want records, recording each one's latency from its send time.
 func consumeCluster(ctx context.Context, brokers []string, want int, hist *pipelines.Histogram) (int, error) {
@@ -447,14 +467,9 @@ func consumeCluster(ctx context.Context, brokers []string, want int, hist *pipel
 	defer cl.Close()
 	got := 0
 	for got < want {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		fs, err := poll(ctx, cl)
+		if err != nil {
 			return got, err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, e error) { ferr = e })
-		if ferr != nil {
-			return got, ferr
 		}
 		now := time.Now().UnixNano()
 		fs.EachRecord(func(r *kgo.Record) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -190,17 +188,11 @@ func clusterQueryJob(job *ringflow.Job, s clusterChildSpec, logger *slog.Logger)
 }
 
 func clusterQueryParent(f clusterFlags, cfg nexmark.Config, stdout, stderr io.Writer) error {
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(f.partitions), "out"))
-	if err != nil {
-		return fmt.Errorf("start kfake: %w", err)
-	}
-	defer kc.Close()
-	brokers := kc.ListenAddrs()
-	dir, err := os.MkdirTemp("", "dfbench-cluster-")
+	brokers, dir, done, err := startKfake(f.partitions, "out")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 	spec := func(p int) clusterChildSpec {
 		return clusterChildSpec{Brokers: brokers, Process: p, Processes: f.processes, Parallelism: f.parallelism,
 			Partitions: f.partitions, Interval: f.interval, StateDir: filepath.Join(dir, fmt.Sprint(p)),
@@ -377,14 +369,9 @@ func readCommitted(ctx context.Context, brokers []string, topic string, partitio
 	var rows []string
 	from := map[int]int{}
 	for !reached() {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		fs, err := poll(ctx, cl)
+		if err != nil {
 			return rows, from, err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, e error) { ferr = e })
-		if ferr != nil {
-			return rows, from, ferr
 		}
 		var bad error
 		fs.EachRecord(func(r *kgo.Record) {

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringflow/ringflow"
@@ -134,17 +133,11 @@ type cpuShares struct {
 func kafkaBench(f kafkaFlags) (kafkaResult, error) {
 	res := kafkaResult{Records: f.records, Keys: f.keys, Partitions: f.partitions, Parallelism: f.parallelism,
 		CheckpointInterval: f.interval.String()}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(f.partitions), "in", "out"))
-	if err != nil {
-		return res, fmt.Errorf("start kfake: %w", err)
-	}
-	defer kc.Close()
-	brokers := kc.ListenAddrs()
-	dir, err := os.MkdirTemp("", "dfbench-kafka-")
+	brokers, dir, done, err := startKfake(f.partitions, "in", "out")
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 	ctx := context.Background()
 
 	start := time.Now()
@@ -258,14 +251,9 @@ func checkKafkaCounts(ctx context.Context, brokers []string, records, keys int) 
 	got := make([]seen, keys)
 	read, bad := 0, 0
 	for read < records {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		fs, err := poll(ctx, cl)
+		if err != nil {
 			return read, false, err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, e error) { ferr = e })
-		if ferr != nil {
-			return read, false, ferr
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			read++
