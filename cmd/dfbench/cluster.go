@@ -314,16 +314,8 @@ func clusterParent(f clusterFlags, stdout, stderr io.Writer) (err error) {
 		return clusterChildSpec{Brokers: brokers, Process: p, Processes: f.processes, Parallelism: f.parallelism,
 			Partitions: f.partitions, Interval: f.interval, StateDir: filepath.Join(dir, fmt.Sprint(p))}
 	}
-	job, _, err := clusterJob(spec(0), slog.New(slog.DiscardHandler))
-	if err != nil {
+	if err := printPlan(stdout, spec(0), f.json); err != nil {
 		return err
-	}
-	plan, err := job.ClusterPlan()
-	if err != nil {
-		return err
-	}
-	if !f.json {
-		fmt.Fprint(stdout, plan)
 	}
 	children := make([]*clusterChild, 0, f.processes)
 	defer func() {
@@ -426,6 +418,24 @@ func produceCluster(ctx context.Context, brokers []string, f clusterFlags) error
 			return fmt.Errorf("send to topic in: %w", err)
 		}
 		sent += n
+	}
+	return nil
+}
+
+// printPlan prints the plan of the job a child runs, unless the result
+// goes out as JSON; it also checks the job can be planned before any child
+// starts.
+func printPlan(w io.Writer, s clusterChildSpec, asJSON bool) error {
+	job, _, err := clusterJob(s, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	plan, err := job.ClusterPlan()
+	if err != nil {
+		return err
+	}
+	if !asJSON {
+		fmt.Fprint(w, plan)
 	}
 	return nil
 }

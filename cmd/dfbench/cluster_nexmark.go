@@ -198,16 +198,8 @@ func clusterQueryParent(f clusterFlags, cfg nexmark.Config, stdout, stderr io.Wr
 			Partitions: f.partitions, Interval: f.interval, StateDir: filepath.Join(dir, fmt.Sprint(p)),
 			Query: f.query, Events: cfg.NumEvents, EventRate: cfg.EventsPerSecond}
 	}
-	job, _, err := clusterJob(spec(0), slog.New(slog.DiscardHandler))
-	if err != nil {
+	if err := printPlan(stdout, spec(0), f.json); err != nil {
 		return err
-	}
-	plan, err := job.ClusterPlan()
-	if err != nil {
-		return err
-	}
-	if !f.json {
-		fmt.Fprint(stdout, plan)
 	}
 	res := clusterQueryResult{Query: f.query, Processes: f.processes, Parallelism: f.parallelism, Partitions: f.partitions,
 		Events: cfg.NumEvents, EventRate: cfg.EventsPerSecond, CheckpointInt: f.interval.String()}
