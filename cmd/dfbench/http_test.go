@@ -72,8 +72,9 @@ func scrapeWhile(t *testing.T, addr string, args []string, want map[string][]str
 // fails before the run.
 func TestServesStatus(t *testing.T) {
 	addr := freeAddr(t)
+	// NB: two subtasks whatever GOMAXPROCS is, for the channel to count#1.
 	scrapeWhile(t, addr, []string{"run", "--pipeline", "keyed-count", "--keys", "1000", "--duration", "3s",
-		"--checkpoint-interval", "100ms", "--json", "--http", addr}, map[string][]string{
+		"--parallelism", "2", "--checkpoint-interval", "100ms", "--json", "--http", addr}, map[string][]string{
 		"/metrics": {
 			`ringflow_records_in_total\{operator="count",subtask="0"\} [1-9]`,
 			`ringflow_checkpoint_duration_seconds_bucket`,
