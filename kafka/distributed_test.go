@@ -211,21 +211,28 @@ func distReference(t *testing.T, n int) (c *kfake.Cluster, evs []event, want []s
 	return c, evs, want
 }
 
+// startEveryDist starts every process of the distributed job; the test's
+// end kills those in the returned slice, whichever it then holds.
+func startEveryDist(t *testing.T, dir string, brokers []string) []*distProc {
+	procs := make([]*distProc, distProcesses)
+	for p := range procs {
+		procs[p] = startDist(t, dir, brokers, p)
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	})
+	return procs
+}
+
 func runDistributed(t *testing.T, n, kills int) {
 	rng := rand.New(rand.NewPCG(seeds.Seed(t), 5))
 	c, evs, want := distReference(t, n)
 	brokers := c.ListenAddrs()
 
 	dir := t.TempDir()
-	procs := make([]*distProc, distProcesses)
-	for p := range procs {
-		procs[p] = startDist(t, dir, brokers, p)
-	}
-	defer func() {
-		for _, p := range procs {
-			p.kill()
-		}
-	}()
+	procs := startEveryDist(t, dir, brokers)
 	if kills > 0 {
 		// Two commits of repartition transactions fail, from a random
 		// moment on: the process fails after its checkpoint completed and
@@ -317,15 +324,7 @@ func TestDistributedStopAndRestore(t *testing.T) {
 	c, _, want := distReference(t, 2500)
 	brokers := c.ListenAddrs()
 	dir := t.TempDir()
-	procs := make([]*distProc, distProcesses)
-	for p := range procs {
-		procs[p] = startDist(t, dir, brokers, p)
-	}
-	defer func() {
-		for _, p := range procs {
-			p.kill()
-		}
-	}()
+	procs := startEveryDist(t, dir, brokers)
 	for _, proc := range procs {
 		<-proc.ready
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
