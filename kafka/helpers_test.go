@@ -138,6 +138,30 @@ func readTopic(t testing.TB, brokers []string, topic string, committed bool) []s
 // readTopicInOrder is readTopic in the order of each partition's offsets.
 func readTopicInOrder(t testing.TB, brokers []string, topic string, committed bool) []string {
 	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := endOffsets(t, cl, topic, committed)
+	cl.Close()
+	if !committed {
+		recs := consume(t, brokers, topic, false, ends, ends)
+		return values(recs)
+	}
+	// NB: a read_committed consumer steps over aborted records without
+	// returning them, so when a partition's last records before its last
+	// stable offset are aborted (their marker follows an open
+	// transaction's first record), the last record it returns is short of
+	// that offset: the read stops at the last record it can return, found
+	// by reading the partition uncommitted.
+	stops := lastReturned(consume(t, brokers, topic, false, ends, ends), ends)
+	return values(consume(t, brokers, topic, true, ends, stops))
+}
+
+// consume reads topic's records below ends, control records included,
+// until every partition has returned its record before stops.
+func consume(t testing.TB, brokers []string, topic string, committed bool, ends, stops map[int32]int64) []*kgo.Record {
+	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.KeepControlRecords()}
 	if committed {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -147,26 +171,25 @@ func readTopicInOrder(t testing.TB, brokers []string, topic string, committed bo
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ends := endOffsets(t, cl, topic, committed)
 	parts := map[int32]kgo.Offset{}
 	next := map[int32]int64{}
-	for p, end := range ends {
-		if end > 0 {
+	for p, stop := range stops {
+		if stop > 0 {
 			parts[p] = kgo.NewOffset().At(0)
 			next[p] = 0
 		}
 	}
-	var out []string
+	var out []*kgo.Record
 	if len(parts) == 0 {
 		return out
 	}
 	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for !reached(next, ends) {
+	for !reached(next, stops) {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %s: %v (at %v of %v)", topic, err, next, ends)
+			t.Fatalf("read %s: %v (at %v of %v)", topic, err, next, stops)
 		}
 		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("read %s/%d: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
@@ -174,17 +197,63 @@ func readTopicInOrder(t testing.TB, brokers []string, topic string, committed bo
 				return
 			}
 			next[r.Partition] = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
+			out = append(out, r)
 		})
 	}
 	return out
 }
 
-func reached(next, ends map[int32]int64) bool {
-	for p, end := range ends {
-		if next[p] < end && end > 0 {
+// values returns the values of recs that are not control records.
+func values(recs []*kgo.Record) []string {
+	var out []string
+	for _, r := range recs {
+		if !r.Attrs.IsControl() {
+			out = append(out, string(r.Value))
+		}
+	}
+	return out
+}
+
+// lastReturned returns, for each partition, one past the offset of the
+// last record below ends that a read_committed consumer returns, given
+// all the partition's records below ends in order: control records, and
+// data records that are not transactional or whose transaction committed.
+// A transaction whose marker lies at or past ends was decided in a record
+// below them only if it aborted, and its records are not returned.
+func lastReturned(recs []*kgo.Record, ends map[int32]int64) map[int32]int64 {
+	type txn struct {
+		part int32
+		pid  int64
+	}
+	open := map[txn]int64{} // the last offset of each transaction's data
+	out := map[int32]int64{}
+	for p := range ends {
+		out[p] = 0
+	}
+	for _, r := range recs {
+		k := txn{r.Partition, r.ProducerID}
+		switch {
+		case r.Attrs.IsControl():
+			var key kmsg.ControlRecordKey
+			if err := key.ReadFrom(r.Key); err == nil && key.Type == kmsg.ControlRecordKeyTypeCommit {
+				if last, ok := open[k]; ok {
+					out[r.Partition] = max(out[r.Partition], last+1)
+				}
+			}
+			delete(open, k)
+			out[r.Partition] = max(out[r.Partition], r.Offset+1)
+		case r.Attrs.IsTransactional():
+			open[k] = r.Offset
+		default:
+			out[r.Partition] = max(out[r.Partition], r.Offset+1)
+		}
+	}
+	return out
+}
+
+func reached(next, stops map[int32]int64) bool {
+	for p, stop := range stops {
+		if next[p] < stop && stop > 0 {
 			return false
 		}
 	}

@@ -58,6 +58,12 @@ type SourceConfig[T any] struct {
 	// them is processed. The end offsets are kept in the checkpoints, so
 	// a restored job stops where the first run would have (a job that
 	// restarts before its first checkpoint lists them again).
+	//
+	// A partition is done when the source reads a record at or past its
+	// bound. Reading committed records, the records just before a bound
+	// may belong to a transaction that aborted after another began; the
+	// consumer steps over them, and the partition is done only when that
+	// other transaction ends and its records (or marker) appear.
 	Bounded bool
 	// ReadUncommitted reads records of open and aborted transactions too;
 	// by default the source reads committed records only (isolation
