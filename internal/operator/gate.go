@@ -398,13 +398,22 @@ func align8(n int) int { return (n + 7) &^ 7 }
 const writeAhead = 128
 
 // fetchAhead fetches for writing the frame memory of the writeAhead
-// records after the next writeAhead (see writeAhead).
+// records after the next writeAhead (see writeAhead): their records, and
+// their entries in the timestamp and hash columns, each a stream of stores
+// of its own.
 func (o *outRing[T]) fetchAhead() {
 	from := o.n + writeAhead
 	if from >= o.capN {
 		return
 	}
-	prefetch.ForWrite(unsafe.Add(o.base, from*o.size), uintptr(min(writeAhead, o.capN-from)*o.size))
+	n := min(writeAhead, o.capN-from)
+	prefetch.ForWrite(unsafe.Add(o.base, from*o.size), uintptr(n*o.size))
+	if o.timed {
+		prefetch.ForWrite(unsafe.Add(o.base, o.tsOff+from*8), uintptr(n*8))
+	}
+	if o.hashed {
+		prefetch.ForWrite(unsafe.Add(o.base, o.hashOff+from*8), uintptr(n*8))
+	}
 }
 
 // append adds one record, of key hash h on a hashed ring.
