@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow/keygroups"
+	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
 // BenchmarkWindowCeiling measures the most an engine can do on the window
@@ -29,13 +31,31 @@ import (
 // has passed, as the channel baseline does after each batch. One barrier
 // per round; the join's goroutines each run a left and a right source
 // instance.
+//
+// The window count keeps its counts in one of three tables per window:
+//
+//   - gomap: a Go map of counts and one of sample times, as the channel
+//     baseline has (the sample map takes one record in SampleEvery);
+//   - gomap16: one Go map of the 16-byte accumulator the engine's window
+//     keeps (WindowCount: count and newest sample time);
+//   - cow16: ringflow's keyed state (snapshot/cow) of that accumulator,
+//     prefetched a batch at a time, cleared and reused when the window
+//     fires, as the engine's window panes are.
 func BenchmarkWindowCeiling(b *testing.B) {
-	benchCeiling(b, "window", fusedWindowed)
+	for _, table := range []string{"gomap", "gomap16", "cow16"} {
+		b.Run(table, func(b *testing.B) {
+			benchCeiling(b, "window", func(c Config, ls *lanes) (float64, error) {
+				return fusedWindowed(c, table, ls)
+			})
+		})
+	}
 }
 
 // BenchmarkJoinCeiling: see BenchmarkWindowCeiling.
 func BenchmarkJoinCeiling(b *testing.B) {
-	benchCeiling(b, "join", fusedWindowed)
+	benchCeiling(b, "join", func(c Config, ls *lanes) (float64, error) {
+		return fusedWindowed(c, "", ls)
+	})
 }
 
 // windowOp is one subtask's windowed operator in the fused loop. Its
@@ -52,9 +72,9 @@ type windowOp interface {
 }
 
 // fusedWindowed runs the window or join pipeline of c bulk-synchronously
-// on c.Parallelism goroutines (see BenchmarkWindowCeiling) and returns its
-// seconds.
-func fusedWindowed(c Config, ls *lanes) (float64, error) {
+// on c.Parallelism goroutines (see BenchmarkWindowCeiling), the window's
+// counts in the given kind of table, and returns its seconds.
+func fusedWindowed(c Config, table string, ls *lanes) (float64, error) {
 	par := c.Parallelism
 	parts, err := keygroups.NewPartitioner(par, MaxParallelism)
 	if err != nil {
@@ -76,7 +96,10 @@ func fusedWindowed(c Config, ls *lanes) (float64, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range par {
-		op := newWindowOp(c, senders)
+		op, err := newWindowOp(c, table, w, senders)
+		if err != nil {
+			return 0, err
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -87,13 +110,34 @@ func fusedWindowed(c Config, ls *lanes) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// newWindowOp returns one subtask of c's windowed operator, with senders
-// senders.
-func newWindowOp(c Config, senders int) windowOp {
+// newWindowOp returns subtask j of c's windowed operator, with senders
+// senders, its counts in the given kind of table.
+func newWindowOp(c Config, table string, j, senders int) (windowOp, error) {
 	if c.Pipeline == "join" {
-		return newFusedJoin(senders, c.Parallelism, c.EventStride)
+		return newFusedJoin(senders, c.Parallelism, c.EventStride), nil
 	}
-	return newFusedCounts(senders, c.EventStride)
+	newPane := func() countPane { return &goMapPane{counts: make(map[uint64]int64), samples: make(map[uint64]int64)} }
+	switch table {
+	case "gomap":
+	case "gomap16":
+		newPane = func() countPane { return goMap16Pane{m: make(map[uint64]WindowCount)} }
+	case "cow16":
+		kgs, err := keygroups.RangeOf(j, c.Parallelism, MaxParallelism)
+		if err != nil {
+			return nil, err
+		}
+		cfg := cow.Config[uint64, WindowCount]{Hash: keygroups.HashUint64, MaxParallelism: MaxParallelism, KeyGroups: kgs}
+		if _, err := cow.New(cfg); err != nil {
+			return nil, err
+		}
+		newPane = func() countPane {
+			m, _ := cow.New(cfg)
+			return &cowPane{m: m}
+		}
+	default:
+		return nil, fmt.Errorf("unknown table %q", table)
+	}
+	return newFusedCounts(senders, c.EventStride, newPane), nil
 }
 
 // windowedRun is what the goroutines of fusedWindowed share. Sender
@@ -161,53 +205,60 @@ func route(recs []Record, out [][]Record, parts *keygroups.Partitioner) {
 	}
 }
 
-// fusedCounts is one subtask's window count.
+// fusedCounts is one subtask's window count, each open window's counts in
+// a countPane.
 //
-// NB: each open window is a Go map of counts by key, as in the baseline:
-// counts[key]++ is one probe of the map, which holds the count in the slot
-// it finds the key in (no second lookup and no second cache line, as a
-// map to an index into a slice of counts would have). The newest sample
-// time goes in a map of its own, as one record in SampleEvery has one. A
-// fired window's maps are cleared and reused by a later window, so they
-// stop growing after the first window, where the baseline allocates and
-// grows new maps for every window. A Go map rather than an
-// open-addressing array of our own, because that is the table a Go
-// programmer would reach for and the one the baseline uses;
+// NB: with gomap, each open window is a Go map of counts by key, as in the
+// baseline: counts[key]++ is one probe of the map, which holds the count
+// in the slot it finds the key in (no second lookup and no second cache
+// line, as a map to an index into a slice of counts would have). The
+// newest sample time goes in a map of its own, as one record in
+// SampleEvery has one. A fired window's panes are cleared and reused by a
+// later window, so they stop growing after the first window, where the
+// baseline allocates and grows new maps for every window. A Go map rather
+// than an open-addressing array of our own, because that is the table a
+// Go programmer would reach for and the one the baseline uses;
 // BenchmarkKeyedCountCeiling shows what a flat array gains on counts.
 type fusedCounts struct {
-	clock  eventClock
-	stride uint64              // records per ms of event time
-	open   []*fusedCountWindow // in no order; rarely more than two
-	free   []*fusedCountWindow // fired and cleared, to reuse
-	last   *fusedCountWindow   // the window of the previous record
-	late   uint64
+	clock   eventClock
+	stride  uint64              // records per ms of event time
+	newPane func() countPane    // a table for a window's counts
+	open    []*fusedCountWindow // in no order; rarely more than two
+	free    []*fusedCountWindow // fired and cleared, to reuse
+	late    uint64
 }
 
 type fusedCountWindow struct {
-	start   int64
-	counts  map[uint64]int64
-	samples map[uint64]int64 // the newest SrcNanos of each key that has one
+	start int64
+	pane  countPane
 }
 
-func newFusedCounts(senders int, stride uint64) *fusedCounts {
-	return &fusedCounts{clock: newEventClock(senders), stride: stride}
+// countPane holds one window's counts; its methods take a run of records
+// of the window at a time.
+type countPane interface {
+	add(recs []Record)
+	// each calls f with every key's count and newest sample time.
+	each(f func(key uint64, n, sample int64))
+	clear()
+}
+
+func newFusedCounts(senders int, stride uint64, newPane func() countPane) *fusedCounts {
+	return &fusedCounts{clock: newEventClock(senders), stride: stride, newPane: newPane}
 }
 
 func (w *fusedCounts) add(recs []Record, _ int) {
-	for i := range recs {
-		r := &recs[i]
-		start := windowStart(timeMs(r.Seq, w.stride))
-		if w.last == nil || start != w.last.start {
-			if w.clock.late(start) {
-				w.late++
-				continue
-			}
-			w.last = w.window(start)
+	for len(recs) > 0 {
+		start := windowStart(timeMs(recs[0].Seq, w.stride))
+		n := 1
+		for n < len(recs) && windowStart(timeMs(recs[n].Seq, w.stride)) == start {
+			n++
 		}
-		w.last.counts[r.Key]++
-		if r.SrcNanos != 0 {
-			w.last.samples[r.Key] = max(w.last.samples[r.Key], r.SrcNanos)
+		if w.clock.late(start) {
+			w.late += uint64(n)
+		} else {
+			w.window(start).pane.add(recs[:n])
 		}
+		recs = recs[n:]
 	}
 }
 
@@ -222,7 +273,7 @@ func (w *fusedCounts) window(start int64) *fusedCountWindow {
 	if n := len(w.free); n > 0 {
 		win, w.free = w.free[n-1], w.free[:n-1]
 	} else {
-		win = &fusedCountWindow{counts: make(map[uint64]int64), samples: make(map[uint64]int64)}
+		win = &fusedCountWindow{pane: w.newPane()}
 	}
 	win.start = start
 	w.open = append(w.open, win)
@@ -246,19 +297,92 @@ func (w *fusedCounts) fire(wm int64, l *lane) {
 			open = append(open, win)
 			continue
 		}
-		for k, n := range win.counts {
-			l.add(digestWindow(k, win.start, n), win.samples[k])
-		}
-		clear(win.counts)
-		clear(win.samples)
+		win.pane.each(func(k uint64, n, sample int64) { l.add(digestWindow(k, win.start, n), sample) })
+		win.pane.clear()
 		w.free = append(w.free, win)
-		if win == w.last {
-			w.last = nil
-		}
 	}
 	clear(w.open[len(open):])
 	w.open = open
 }
+
+type goMapPane struct{ counts, samples map[uint64]int64 }
+
+func (p *goMapPane) add(recs []Record) {
+	for i := range recs {
+		r := &recs[i]
+		p.counts[r.Key]++
+		if r.SrcNanos != 0 {
+			p.samples[r.Key] = max(p.samples[r.Key], r.SrcNanos)
+		}
+	}
+}
+
+func (p *goMapPane) each(f func(key uint64, n, sample int64)) {
+	for k, n := range p.counts {
+		f(k, n, p.samples[k])
+	}
+}
+
+func (p *goMapPane) clear() { clear(p.counts); clear(p.samples) }
+
+type goMap16Pane struct{ m map[uint64]WindowCount }
+
+func (p goMap16Pane) add(recs []Record) {
+	for i := range recs {
+		r := &recs[i]
+		acc := p.m[r.Key]
+		acc.Count++
+		acc.SrcNanos = max(acc.SrcNanos, r.SrcNanos)
+		p.m[r.Key] = acc
+	}
+}
+
+func (p goMap16Pane) each(f func(key uint64, n, sample int64)) {
+	for k, acc := range p.m {
+		f(k, acc.Count, acc.SrcNanos)
+	}
+}
+
+func (p goMap16Pane) clear() { clear(p.m) }
+
+// cowPane hashes a run's keys (the engine carries them from the keyed
+// edge; this loop's route hashed them there too), prefetches their
+// entries and updates them, 1024 records at a time.
+type cowPane struct {
+	m      *cow.Map[uint64, WindowCount]
+	hashes [1024]uint64
+}
+
+func (p *cowPane) add(recs []Record) {
+	for lo := 0; lo < len(recs); lo += len(p.hashes) {
+		run := recs[lo:min(lo+len(p.hashes), len(recs))]
+		hs := p.hashes[:len(run)]
+		for i := range run {
+			hs[i] = keygroups.HashUint64(run[i].Key)
+		}
+		p.m.Prefetch(hs)
+		for i := range run {
+			r := &run[i]
+			acc, _, err := p.m.UpsertHashedNew(hs[i], r.Key)
+			if err != nil {
+				panic(err)
+			}
+			acc.Count++
+			acc.SrcNanos = max(acc.SrcNanos, r.SrcNanos)
+		}
+	}
+}
+
+func (p *cowPane) each(f func(key uint64, n, sample int64)) {
+	kgs := p.m.KeyGroups()
+	for kg := kgs.Start; kg < kgs.End; kg++ {
+		for k, acc := range p.m.All(kg) {
+			f(k, acc.Count, acc.SrcNanos)
+		}
+	}
+}
+
+func (p *cowPane) clear() { p.m.Clear() }
 
 // fusedJoin is one subtask's window join. Senders below left are left
 // source instances, the others right ones.
@@ -401,24 +525,24 @@ func (win *fusedJoinWindow) emit(l *lane) {
 // TestFusedWindowed checks the window and join ceilings' loop against the
 // channel baseline, so that the benchmarks measure the real work.
 func TestFusedWindowed(t *testing.T) {
-	for _, pipeline := range []string{"window", "join"} {
+	for _, run := range []struct{ pipeline, table string }{{"window", "gomap"}, {"window", "gomap16"}, {"window", "cow16"}, {"join", ""}} {
 		for _, par := range []int{1, 2, 3} {
-			c := Config{Pipeline: pipeline, Records: 300_001, Parallelism: par, Keys: 5000}.withDefaults()
+			c := Config{Pipeline: run.pipeline, Records: 300_001, Parallelism: par, Keys: 5000}.withDefaults()
 			res, err := RunBaseline(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ls := newLanes(c)
-			if _, err := fusedWindowed(c, ls); err != nil {
+			if _, err := fusedWindowed(c, run.table, ls); err != nil {
 				t.Fatal(err)
 			}
 			n, sum := ls.total(new(Histogram))
 			if n != res.SinkRecords || sum != res.Checksum {
-				t.Errorf("%s, parallelism %d: %d records, checksum %#x; the baseline: %d, %#x",
-					pipeline, par, n, sum, res.SinkRecords, res.Checksum)
+				t.Errorf("%s %s, parallelism %d: %d records, checksum %#x; the baseline: %d, %#x",
+					run.pipeline, run.table, par, n, sum, res.SinkRecords, res.Checksum)
 			}
 			if n == 0 {
-				t.Errorf("%s, parallelism %d: no output", pipeline, par)
+				t.Errorf("%s %s, parallelism %d: no output", run.pipeline, run.table, par)
 			}
 		}
 	}
