@@ -142,19 +142,21 @@ func readTopicInOrder(t testing.TB, brokers []string, topic string, committed bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends := endOffsets(t, cl, topic, committed)
-	cl.Close()
+	hwm := endOffsets(t, cl, topic, false)
 	if !committed {
-		recs := consume(t, brokers, topic, false, ends, ends)
-		return values(recs)
+		cl.Close()
+		return values(consume(t, brokers, topic, false, hwm, hwm))
 	}
+	ends := endOffsets(t, cl, topic, true)
+	cl.Close()
 	// NB: a read_committed consumer steps over aborted records without
 	// returning them, so when a partition's last records before its last
 	// stable offset are aborted (their marker follows an open
 	// transaction's first record), the last record it returns is short of
 	// that offset: the read stops at the last record it can return, found
-	// by reading the partition uncommitted.
-	stops := lastReturned(consume(t, brokers, topic, false, ends, ends), ends)
+	// by reading the partition uncommitted, markers past that offset
+	// included.
+	stops := lastReturned(consume(t, brokers, topic, false, hwm, hwm), ends)
 	return values(consume(t, brokers, topic, true, ends, stops))
 }
 
@@ -215,20 +217,25 @@ func values(recs []*kgo.Record) []string {
 }
 
 // lastReturned returns, for each partition, one past the offset of the
-// last record below ends that a read_committed consumer returns, given
-// all the partition's records below ends in order: control records, and
-// data records that are not transactional or whose transaction committed.
-// A transaction whose marker lies at or past ends was decided in a record
-// below them only if it aborted, and its records are not returned.
+// last record below ends that a read_committed consumer returns: control
+// records, and data records that are not transactional or whose
+// transaction committed. recs are the partition's records in order, read
+// uncommitted past ends, so that a transaction decided before ends whose
+// marker lies past them is known.
 func lastReturned(recs []*kgo.Record, ends map[int32]int64) map[int32]int64 {
 	type txn struct {
 		part int32
 		pid  int64
 	}
-	open := map[txn]int64{} // the last offset of each transaction's data
+	open := map[txn]int64{} // the last offset below ends of each transaction's data
 	out := map[int32]int64{}
 	for p := range ends {
 		out[p] = 0
+	}
+	returned := func(r *kgo.Record, off int64) {
+		if off < ends[r.Partition] {
+			out[r.Partition] = max(out[r.Partition], off+1)
+		}
 	}
 	for _, r := range recs {
 		k := txn{r.Partition, r.ProducerID}
@@ -237,15 +244,17 @@ func lastReturned(recs []*kgo.Record, ends map[int32]int64) map[int32]int64 {
 			var key kmsg.ControlRecordKey
 			if err := key.ReadFrom(r.Key); err == nil && key.Type == kmsg.ControlRecordKeyTypeCommit {
 				if last, ok := open[k]; ok {
-					out[r.Partition] = max(out[r.Partition], last+1)
+					returned(r, last)
 				}
 			}
 			delete(open, k)
-			out[r.Partition] = max(out[r.Partition], r.Offset+1)
+			returned(r, r.Offset)
 		case r.Attrs.IsTransactional():
-			open[k] = r.Offset
+			if r.Offset < ends[r.Partition] {
+				open[k] = r.Offset
+			}
 		default:
-			out[r.Partition] = max(out[r.Partition], r.Offset+1)
+			returned(r, r.Offset)
 		}
 	}
 	return out
