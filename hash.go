@@ -67,12 +67,19 @@ func hasPadding(t reflect.Type) bool {
 
 // batchKeysFor returns the batch form of KeyFuncs for key, which hashes with
 // hash: it fills keys (if not nil) and hashes (if not nil) for a batch of
-// records with one call of key per record and, for integer keys, the hash
-// inlined, where calling key and hash per record through function values
-// would cost three indirect calls on the keyed path's every record.
-func batchKeysFor[K comparable, T any](key func(T) K, hash func(K) uint64) func(recs []T, keys []K, hashes []uint64) {
+// records. With the user's batch form of key (all, if not nil) it calls
+// that once per batch; otherwise key once per record. For 8-byte integer
+// keys the hash is inlined, and without keys to fill the batch form
+// writes the keys into hashes, which are then hashed in place. Calling
+// key and hash per record through function values would cost three
+// indirect calls on the keyed path's every record.
+func batchKeysFor[K comparable, T any](key func(T) K, all func([]T, []K), hash func(K) uint64) func(recs []T, keys []K, hashes []uint64) {
 	keysOnly := func(recs []T, keys []K) {
 		keys = keys[:len(recs)]
+		if all != nil {
+			all(recs, keys)
+			return
+		}
 		for i := range recs {
 			keys[i] = key(recs[i])
 		}
@@ -86,6 +93,21 @@ func batchKeysFor[K comparable, T any](key func(T) K, hash func(K) uint64) func(
 				return
 			}
 			hashes = hashes[:len(recs)]
+			if all != nil {
+				if keys == nil {
+					// NB: K is 8 bytes, as a hash is.
+					all(recs, unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(hashes))), len(hashes)))
+				} else {
+					all(recs, keys[:len(recs)])
+					for i := range hashes {
+						hashes[i] = *(*uint64)(unsafe.Pointer(&keys[i]))
+					}
+				}
+				for i, k := range hashes {
+					hashes[i] = keygroups.HashUint64(k)
+				}
+				return
+			}
 			for i := range recs {
 				k := key(recs[i])
 				if keys != nil {
@@ -101,6 +123,13 @@ func batchKeysFor[K comparable, T any](key func(T) K, hash func(K) uint64) func(
 			return
 		}
 		hashes = hashes[:len(recs)]
+		if all != nil && keys != nil {
+			keysOnly(recs, keys)
+			for i := range hashes {
+				hashes[i] = hash(keys[i])
+			}
+			return
+		}
 		for i := range recs {
 			k := key(recs[i])
 			if keys != nil {

@@ -99,7 +99,7 @@ func Push[T any](j *Job, name string, po PushOptions[T], opts ...Option) (Stream
 		j.errs = append(j.errs, &ConfigError{Field: "PushOptions.Buffer", Operator: name,
 			Problem: fmt.Sprintf("%d: must be at least 1 (or 0 for the default)", po.Buffer)})
 	}
-	if po.EventTime != nil && po.EventTime.Timestamp == nil && po.EventTime.TimestampPtr == nil {
+	if po.EventTime != nil && po.EventTime.Timestamp == nil && po.EventTime.TimestampPtr == nil && po.EventTime.Timestamps == nil {
 		j.errorf("source %q: watermark strategy without a Timestamp function", name)
 	}
 	size := po.Buffer

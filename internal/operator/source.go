@@ -50,6 +50,9 @@ type WatermarkStrategy[T any] struct {
 	// TimestampPtr is Timestamp given a pointer to the record; it is used
 	// instead when set.
 	TimestampPtr func(*T) int64
+	// Timestamps is the batch form: it sets ts[i] to recs[i]'s event time;
+	// used before the other two when set.
+	Timestamps func(recs []T, ts []int64)
 	// OutOfOrderness bounds how far behind the newest timestamp seen a
 	// record may be: the watermark is max timestamp - bound - 1 ms.
 	OutOfOrderness time.Duration
@@ -185,7 +188,12 @@ func (s *SourceRunner[T]) push(recs []T) {
 		return
 	}
 	ts := s.ts[:len(recs)]
-	if at := s.ev.TimestampPtr; at != nil {
+	if all := s.ev.Timestamps; all != nil {
+		all(recs, ts)
+		for _, t := range ts {
+			s.maxTs = max(s.maxTs, t)
+		}
+	} else if at := s.ev.TimestampPtr; at != nil {
 		for i := range recs {
 			t := at(&recs[i])
 			ts[i] = t
