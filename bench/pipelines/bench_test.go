@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"sync"
@@ -104,15 +105,24 @@ func BenchmarkMapFilterCeiling(b *testing.B) {
 	})
 }
 
+// The ceiling benchmarks' shape: go test -bench Ceiling -cpu 1
+// ./bench/pipelines -args -ceiling.parallelism 1 compares a fused loop
+// and the baseline on one core, where dfbench run --parallelism 1
+// --workers 1 runs the engine.
+var (
+	ceilingPar  = flag.Int("ceiling.parallelism", 2, "subtasks of the ceiling benchmarks' fused loops and baselines")
+	ceilingKeys = flag.Uint64("ceiling.keys", DefaultKeys, "distinct keys of the ceiling benchmarks")
+)
+
 // benchCeiling runs a pipeline's fused loop (which returns its seconds)
-// and the channel baseline on 2^24 records at parallelism 2 in each
-// iteration, checks that both give the same records and checksum, and
-// reports both rates and their ratio.
+// and the channel baseline on 2^24 records in each iteration, at the
+// parallelism and keys of the flags above, checks that both give the same
+// records and checksum, and reports both rates and their ratio.
 func benchCeiling(b *testing.B, pipeline string, fused func(Config, *lanes) (float64, error)) {
-	const records, par = 1 << 24, 2
+	const records = 1 << 24
 	var fusedSecs, chanSecs float64
 	for b.Loop() {
-		c := Config{Pipeline: pipeline, Records: records, Parallelism: par}.withDefaults()
+		c := Config{Pipeline: pipeline, Records: records, Parallelism: *ceilingPar, Keys: *ceilingKeys}.withDefaults()
 		res, err := RunBaseline(context.Background(), c)
 		if err != nil {
 			b.Fatal(err)
