@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringflow/ringflow"
+	"github.com/ringflow/ringflow/internal/invariants"
 )
 
 // TestBatchForms runs windows over a source whose watermark strategy has
@@ -49,7 +50,8 @@ func TestBatchForms(t *testing.T) {
 		if n := batched.Load(); n < 2*int64(len(evs)) {
 			t.Errorf("the batch form extracted %d keys for %d records", n, len(evs))
 		}
-		if n := perRecord.Load(); n > 0 {
+		// (An invariants build checks every batched key against key.)
+		if n := perRecord.Load(); n > 0 && !invariants.Enabled {
 			t.Errorf("the per-record key function was called %d times", n)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/ringflow/ringflow/internal/invariants"
 	"github.com/ringflow/ringflow/internal/operator"
 	"github.com/ringflow/ringflow/keygroups"
 )
@@ -78,6 +79,9 @@ func batchKeysFor[K comparable, T any](key func(T) K, all func([]T, []K), hash f
 		keys = keys[:len(recs)]
 		if all != nil {
 			all(recs, keys)
+			if invariants.Enabled {
+				checkBatchKeys(key, recs, keys)
+			}
 			return
 		}
 		for i := range recs {
@@ -96,9 +100,13 @@ func batchKeysFor[K comparable, T any](key func(T) K, all func([]T, []K), hash f
 			if all != nil {
 				if keys == nil {
 					// NB: K is 8 bytes, as a hash is.
-					all(recs, unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(hashes))), len(hashes)))
+					ks := unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(hashes))), len(hashes))
+					all(recs, ks)
+					if invariants.Enabled {
+						checkBatchKeys(key, recs, ks)
+					}
 				} else {
-					all(recs, keys[:len(recs)])
+					keysOnly(recs, keys)
 					for i := range hashes {
 						hashes[i] = *(*uint64)(unsafe.Pointer(&keys[i]))
 					}
@@ -136,6 +144,16 @@ func batchKeysFor[K comparable, T any](key func(T) K, all func([]T, []K), hash f
 				keys[i] = k
 			}
 			hashes[i] = hash(k)
+		}
+	}
+}
+
+// checkBatchKeys panics unless the keys a KeyByBatch batch form gave are
+// the ones its per-record key function gives (invariants builds only).
+func checkBatchKeys[K comparable, T any](key func(T) K, recs []T, keys []K) {
+	for i := range recs {
+		if k := key(recs[i]); keys[i] != k {
+			panic(invariants.Failf("KeyByBatch: the batch form gave key %v for record %d of %d, the key function %v", keys[i], i, len(recs), k))
 		}
 	}
 }

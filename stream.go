@@ -292,11 +292,10 @@ func KeyBy[K comparable, T any](s Stream[T], key func(T) K) KeyedStream[K, T] {
 // neither slice. The keyed edge and the keyed operator after it then
 // extract a batch's keys with one call, where key costs a call through a
 // function value per record on each side of the edge; on a pipeline that
-// spends tens of nanoseconds a record this is worth a tenth of its
-// throughput (docs/perf.md). key is still used where one record's key is
-// needed. The two must agree: a build with -tags invariants
-// checks that the hashes an edge carries are those of the keys its
-// operator extracts.
+// spends a few tens of nanoseconds a record this is worth a few percent
+// of its throughput (docs/perf.md). key is still used where one record's
+// key is needed, so the two must agree: a build with -tags invariants
+// checks every key the batch form gives against key.
 func KeyByBatch[K comparable, T any](s Stream[T], key func(T) K, keys func(recs []T, out []K)) KeyedStream[K, T] {
 	return keyBy(s, key, keys)
 }
