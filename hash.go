@@ -98,21 +98,15 @@ func batchKeysFor[K comparable, T any](key func(T) K, all func([]T, []K), hash f
 			}
 			hashes = hashes[:len(recs)]
 			if all != nil {
-				if keys == nil {
-					// NB: K is 8 bytes, as a hash is.
-					ks := unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(hashes))), len(hashes))
-					all(recs, ks)
-					if invariants.Enabled {
-						checkBatchKeys(key, recs, ks)
-					}
-				} else {
-					keysOnly(recs, keys)
-					for i := range hashes {
-						hashes[i] = *(*uint64)(unsafe.Pointer(&keys[i]))
-					}
+				ks := keys
+				if ks == nil {
+					// NB: K is 8 bytes, as a hash is: the keys go into
+					// hashes, and are hashed in place.
+					ks = unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(hashes))), len(hashes))
 				}
-				for i, k := range hashes {
-					hashes[i] = keygroups.HashUint64(k)
+				keysOnly(recs, ks)
+				for i := range hashes {
+					hashes[i] = keygroups.HashUint64(*(*uint64)(unsafe.Pointer(&ks[i])))
 				}
 				return
 			}
