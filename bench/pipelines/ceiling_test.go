@@ -203,18 +203,15 @@ func (t goMapTable) count(ch *keyedChunk) {
 type cowTable struct{ m *cow.Map[uint64, int64] }
 
 func (t *cowTable) count(ch *keyedChunk) {
-	for lo := 0; lo < len(ch.recs); lo += 1024 {
-		hi := min(lo+1024, len(ch.recs))
-		t.m.Prefetch(ch.hashes[lo:hi])
-		for i := lo; i < hi; i++ {
-			r := &ch.recs[i]
-			p, _, err := t.m.UpsertHashedNew(ch.hashes[i], r.Key)
-			if err != nil {
-				panic(err)
-			}
-			*p += r.Value
-			r.Value = *p
+	for i := range ch.recs {
+		r := &ch.recs[i]
+		t.m.PrefetchAhead(ch.hashes, i)
+		p, _, err := t.m.UpsertHashedNew(ch.hashes[i], r.Key)
+		if err != nil {
+			panic(err)
 		}
+		*p += r.Value
+		r.Value = *p
 	}
 }
 

@@ -360,9 +360,9 @@ func (p *cowPane) add(recs []Record) {
 		for i := range run {
 			hs[i] = keygroups.HashUint64(run[i].Key)
 		}
-		p.m.Prefetch(hs)
 		for i := range run {
 			r := &run[i]
+			p.m.PrefetchAhead(hs, i)
 			acc, _, err := p.m.UpsertHashedNew(hs[i], r.Key)
 			if err != nil {
 				panic(err)

@@ -149,14 +149,6 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 		return
 	}
 	j.hashes = hashKeys(keys, recs, carried, &j.klist, &j.own)
-	// Ask for the batch's entries in the first record's panes first, so
-	// that their cache misses overlap (see WindowAgg.pushPanes).
-	j.wins = j.windows.assign(ts[0], j.wins[:0])
-	for _, w := range j.wins {
-		if pn := side.find(w); pn != nil {
-			pn.prefetch(j.hashes)
-		}
-	}
 	for i := range recs {
 		j.wins = j.windows.assign(ts[i], j.wins[:0])
 		for _, w := range j.wins {
@@ -164,7 +156,11 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 				j.Ctx.Metrics.LateDropped.Add(1)
 				continue
 			}
-			p, _, err := side.get(w).m.UpsertHashedNew(j.hashes[i], j.klist[i])
+			// Ask for the entries a group ahead, so that their cache
+			// misses overlap (see WindowAgg.addTo).
+			pn := side.get(w)
+			pn.m.PrefetchAhead(j.hashes, i)
+			p, _, err := pn.m.UpsertHashedNew(j.hashes[i], j.klist[i])
 			if err != nil {
 				Fail(j.Ctx, fmt.Errorf("join state for key %v: %w", j.klist[i], err))
 			}

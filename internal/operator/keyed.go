@@ -74,15 +74,17 @@ func (o *rolling[K, T, V]) NotifyComplete(id uint64) error { o.table.complete(id
 // NotifyAborted implements CheckpointListener.
 func (o *rolling[K, T, V]) NotifyAborted(uint64) {}
 
-// prepare hashes the keys of a batch and prefetches their state.
+// prepare hashes the keys of a batch.
 func (o *rolling[K, T, V]) prepare(recs []T) {
 	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
-	o.state.Prefetch(o.hashes)
 }
 
 // upsert returns the state of record i of the batch prepare saw, and
-// whether it was just inserted (holds the zero V).
+// whether it was just inserted (holds the zero V). It is called for each
+// record in turn, and asks for the state of the records a group ahead
+// (cow.Map.PrefetchAhead).
 func (o *rolling[K, T, V]) upsert(i int) (*V, bool) {
+	o.state.PrefetchAhead(o.hashes, i)
 	p, inserted, err := o.state.UpsertHashedNew(o.hashes[i], o.klist[i])
 	if err != nil {
 		Fail(o.Ctx, fmt.Errorf("keyed state for key %v: %w", o.klist[i], err))

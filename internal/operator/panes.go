@@ -194,10 +194,6 @@ func (pn *pane[K, V]) all(f func(K, V)) {
 	}
 }
 
-// prefetch asks pn for the entries of a batch's key hashes ahead of their
-// updates (cow.Map.Prefetch).
-func (pn *pane[K, V]) prefetch(hashes []uint64) { pn.m.Prefetch(hashes) }
-
 // copyAhead makes one page copy of the writes after a pane's last
 // snapshot ahead of them (cow.Map.CopyAhead), trying each pane in turn,
 // and reports whether there was one to make.

@@ -253,18 +253,6 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 	lateness := o.opts.AllowedLateness.Milliseconds()
 	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
-	if len(recs) > 0 {
-		// Records come mostly in event-time order: the batch's entries are
-		// mostly in the first record's panes. Ask for them ahead of the
-		// updates, so that their cache misses overlap (cow.Map.Prefetch;
-		// it does nothing while a pane is small).
-		o.assigned = o.windows.assign(ts[0], o.assigned[:0])
-		for _, win := range o.assigned {
-			if pn := o.panes.find(win); pn != nil {
-				pn.prefetch(o.hashes)
-			}
-		}
-	}
 	if o.windows.Kind == Tumbling {
 		// One window per record, mostly the previous record's.
 		size := o.windows.Size.Milliseconds()
@@ -314,8 +302,12 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 	}
 }
 
-// addTo adds rec, record i of the batch, to its key's entry in pn.
+// addTo adds rec, record i of the batch, to its key's entry in pn. It is
+// called for the batch's records in turn, and asks pn for the entries of
+// the records a group ahead, which are mostly in the same pane (records
+// come mostly in event-time order; see cow.Map.PrefetchAhead).
 func (o *WindowAgg[K, T, A, O]) addTo(pn *pane[K, A], i int, rec T) {
+	pn.m.PrefetchAhead(o.hashes, i)
 	acc, created, err := pn.m.UpsertHashedNew(o.hashes[i], o.klist[i])
 	if err != nil {
 		Fail(o.Ctx, fmt.Errorf("window state for key %v: %w", o.klist[i], err))

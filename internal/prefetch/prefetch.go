@@ -1,25 +1,25 @@
 // Package prefetch asks the CPU to start loading memory that a loop will
 // soon read at random, so that a batch's cache misses overlap.
 //
-// On amd64, Spans issues plain loads, in a loop that does nothing else, not
-// PREFETCHT0. A prefetch instruction retires at once and so could issue
-// every miss of a batch, bounded only by the miss buffers, where each load
-// that misses holds its place in the reorder buffer; but on the machine of
-// docs/perf.md (an AMD EPYC guest, state in 4 KiB pages) prefetches that
-// miss the TLB did little: one subtask's 1M keys took 74-86 ns per update
-// after a PREFETCHT0 pass, 47-50 ns after a pass of loads, and 75-107 ns
-// with no pass at all (BenchmarkSubtaskUpdate). A load walks the page
-// tables, and a loop of independent loads still keeps dozens of misses in
-// flight. Elsewhere (arm64) Spans uses the architecture's prefetch.
+// Spans issues the architecture's prefetch instruction (PREFETCHT0 on
+// amd64), which retires at once: the loop that follows runs while the lines
+// arrive. A prefetch that finds every miss buffer taken is dropped, so
+// callers ask for a few tens of lines at a time, a group ahead of their use
+// (cow.Map.PrefetchAhead). A pass of plain loads over a whole batch, which
+// no miss can drop, was the alternative, but each load that misses holds
+// its place in the reorder buffer and stalls the loop behind it: on the
+// machine of docs/perf.md, one update of 1M keys took 38.9 ns after such a
+// pass and 24.7 ns with PREFETCHT0 a group ahead (BenchmarkPrefetchGroups
+// in snapshot/cow, medians of three).
 package prefetch
 
 import "unsafe"
 
-// Spans brings in, for every address p in ptrs, the cache lines holding
-// p[0] and p[span-1]: the first and last byte of an object of span bytes
-// (an object of at most 64 bytes spans one or two lines). span must be at
-// least 1, and every p must point at readable memory (on amd64 it is
-// read). Spans has no other effect.
+// Spans asks, for every address p in ptrs, for the cache lines holding p[0]
+// and p[span-1]: the first and last byte of an object of span bytes (an
+// object of at most 64 bytes spans one or two lines). span must be at
+// least 1, and every p must point at readable memory (where there is no
+// prefetch instruction, it is read). Spans has no other effect.
 func Spans(ptrs []unsafe.Pointer, span uintptr) {
 	if len(ptrs) == 0 || span == 0 {
 		return

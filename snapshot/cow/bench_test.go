@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ringflow/ringflow/keygroups"
 )
@@ -83,8 +84,8 @@ func BenchmarkUpdate(b *testing.B) {
 				*p++
 			}
 		})
-		// The engine's shape: a batch of records, hashed, prefetched, then
-		// updated one by one.
+		// The engine's shape: a batch of records, hashed, then updated one
+		// by one, a group ahead of the prefetches.
 		b.Run(sizeName(n)+"/cow-batch=256", func(b *testing.B) {
 			b.ReportAllocs()
 			var hashes [256]uint64
@@ -94,8 +95,8 @@ func BenchmarkUpdate(b *testing.B) {
 					for x, k := range s.keys[j : j+256] {
 						hashes[x] = keygroups.HashUint64(k)
 					}
-					s.cow.Prefetch(hashes[:])
 				}
+				s.cow.PrefetchAhead(hashes[:], j&255)
 				p, _ := s.cow.UpsertHashed(hashes[j&255], s.keys[j])
 				*p++
 			}
@@ -192,7 +193,7 @@ func BenchmarkAppendKeyGroup(b *testing.B) {
 
 // BenchmarkUpdateVsGoMap interleaves, chunk by chunk, updates on a Go map,
 // on the cow Map one record at a time, and on the cow Map a batch of 256
-// at a time (hash, Prefetch, upsert), and reports each one's ns per
+// at a time (hash, then upsert with PrefetchAhead), and reports each one's ns per
 // update. Interleaving makes the comparison fair on a shared, noisy
 // machine: all three see the same interference. Each takes its own chunk
 // of the access stream: had the two cow variants updated the same keys
@@ -223,8 +224,8 @@ func BenchmarkUpdateVsGoMap(b *testing.B) {
 					for i, k := range batch {
 						hashes[i] = keygroups.HashUint64(k)
 					}
-					s.cow.Prefetch(hashes[:])
 					for i, k := range batch {
+						s.cow.PrefetchAhead(hashes[:], i)
 						p, _ := s.cow.UpsertHashed(hashes[i], k)
 						*p++
 					}
@@ -267,9 +268,9 @@ var subtaskKeys = []int{1000, 50_000, 1_000_000}
 // BenchmarkSubtaskUpdate updates one subtask's state the way the
 // keyed-count pipeline does (64 of 128 key groups, the batch of a 1024-record
 // frame, keys uniform over the set, hashes given), each variant in its own
-// run so that none shares the caches with another: cow without Prefetch,
-// cow with it (forced, whatever the Map's size), and the Go map a baseline
-// would use (which hashes the key itself).
+// run so that none shares the caches with another: cow without prefetches,
+// cow with PrefetchAhead's (forced, whatever the Map's size), and the Go
+// map a baseline would use (which hashes the key itself).
 func BenchmarkSubtaskUpdate(b *testing.B) {
 	for _, n := range subtaskKeys {
 		rnd := rand.New(rand.NewPCG(3, uint64(n)))
@@ -306,7 +307,14 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 						}
 						continue
 					case "cow-prefetch":
-						m.prefetch(hs)
+						for i, k := range ks {
+							if i%PrefetchGroup == 0 {
+								m.prefetchGroupAhead(hs, i, PrefetchGroup)
+							}
+							p, _ := m.UpsertHashed(hs[i], k)
+							*p++
+						}
+						continue
 					}
 					for i, k := range ks {
 						p, _ := m.UpsertHashed(hs[i], k)
@@ -317,6 +325,78 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkPrefetchGroups compares ways of prefetching a 1024-record
+// batch's slots, in BenchmarkSubtaskUpdate's setting: none; one pass of
+// plain loads over the whole batch before its updates (loads that miss
+// cannot be dropped, but each holds its place in the reorder buffer);
+// one prefetch instruction per slot for the whole batch (whole); and
+// prefetches a group of g slots at a time, a group ahead of the updates
+// (PrefetchAhead's way; g=32 is PrefetchGroup).
+func BenchmarkPrefetchGroups(b *testing.B) {
+	for _, n := range subtaskKeys[1:] {
+		rnd := rand.New(rand.NewPCG(3, uint64(n)))
+		m := newCounters(b, 128, keygroups.Range{Start: 0, End: 64})
+		set := make([]uint64, 0, n)
+		for len(set) < n {
+			k := rnd.Uint64()
+			if keygroups.HashUint64(k)%128 >= 64 {
+				continue // another subtask's key
+			}
+			set = append(set, k)
+			if err := m.Put(k, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		const stream, batch = 1 << 20, 1024
+		keys, hashes := make([]uint64, stream), make([]uint64, stream)
+		for i := range keys {
+			keys[i] = set[rnd.IntN(n)]
+			hashes[i] = keygroups.HashUint64(keys[i])
+		}
+		for _, v := range []string{"none", "loads", "whole", "g=16", "g=32", "g=64"} {
+			var g int
+			fmt.Sscanf(v, "g=%d", &g)
+			b.Run(fmt.Sprintf("%s/%s", sizeName(n), v), func(b *testing.B) {
+				off := 0
+				for b.Loop() {
+					ks, hs := keys[off:off+batch], hashes[off:off+batch]
+					off = (off + batch) & (stream - 1)
+					switch v {
+					case "loads":
+						loadSlots(m, hs)
+					case "whole":
+						m.prefetch(hs)
+					}
+					for i, k := range ks {
+						if g > 0 && i%g == 0 {
+							m.prefetchGroupAhead(hs, i, g)
+						}
+						p, _ := m.UpsertHashed(hs[i], k)
+						*p++
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/update")
+			})
+		}
+	}
+}
+
+// loadSink keeps loadSlots' loads from being optimised away.
+var loadSink byte
+
+// loadSlots reads the first and last byte of the home slot of each hash.
+func loadSlots(m *Map[uint64, int64], hashes []uint64) {
+	var x byte
+	for _, h := range hashes {
+		if t := m.table(h); t != nil && len(t.dir) != 0 {
+			i := t.home(h)
+			s := unsafe.Pointer(t.dir[i>>pageShift].slot(i & pageMask))
+			x |= *(*byte)(s) | *(*byte)(unsafe.Add(s, unsafe.Sizeof(slot[uint64, int64]{})-1))
+		}
+	}
+	loadSink = x
 }
 
 // BenchmarkFirstWritesAfterFreeze is the copy-on-write burst a checkpoint

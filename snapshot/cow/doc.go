@@ -31,12 +31,14 @@
 // The probe index is the high bits of hash*φ (Fibonacci hashing): the key
 // group already consumed the low bits.
 //
-// Prefetch(hashes) prefetches the home slot of every record of a batch before the
-// batch is processed, so that the batch's cache and TLB misses overlap: at
-// millions of keys a lookup is one DRAM miss, and taking those misses one at
-// a time is what bounds any hash map, a Go map included. It does nothing
-// while the tables are small enough to stay in the caches, where it only
-// costs time.
+// PrefetchAhead(hashes, i), called before each lookup of a batch, prefetches
+// the home slots of the records a group of PrefetchGroup ahead, so that the
+// batch's cache and TLB misses overlap: at millions of keys a lookup is one
+// DRAM miss, and taking those misses one at a time is what bounds any hash
+// map, a Go map included. A group at a time keeps the prefetches within
+// what the core's miss buffers hold; Prefetch(hashes) asks for a few
+// hashes at once. Both do nothing while the tables are small enough to stay
+// in the caches, where they only cost time.
 //
 // # Snapshots: shadow paging
 //

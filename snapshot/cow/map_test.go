@@ -83,6 +83,7 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 			t.Fatal("lost an update")
 		}
 		m.Prefetch(hashes[j : j+1])
+		m.PrefetchAhead(hashes, j)
 	})
 	if n != 0 {
 		t.Fatalf("per-record operations allocate %v times per run", n)
@@ -598,5 +599,41 @@ func TestClear(t *testing.T) {
 	}
 	if r.Len() != s2.Len(kg) || r.Len() == 0 {
 		t.Fatalf("restored %d entries of key group %d, snapshot has %d", r.Len(), kg, s2.Len(kg))
+	}
+}
+
+// TestAheadRange checks PrefetchAhead's schedule: in a loop over a batch,
+// every hash is asked for exactly once, never after its own lookup, and,
+// past the first group, at least a group of lookups before it.
+func TestAheadRange(t *testing.T) {
+	for _, group := range []int{1, 3, 16, PrefetchGroup} {
+		for _, n := range []int{0, 1, group - 1, group, group + 1, 2 * group, 5*group + 2, 1024} {
+			askedAt := make([]int, n)
+			for j := range askedAt {
+				askedAt[j] = -1
+			}
+			for i := range n {
+				from, to := aheadRange(i, n, group)
+				if from > to || from < 0 || to > n {
+					t.Fatalf("group %d, n %d, lookup %d: range [%d, %d)", group, n, i, from, to)
+				}
+				for j := from; j < to; j++ {
+					if askedAt[j] >= 0 {
+						t.Fatalf("group %d, n %d: hash %d asked for at lookups %d and %d", group, n, j, askedAt[j], i)
+					}
+					askedAt[j] = i
+				}
+			}
+			for j, i := range askedAt {
+				switch {
+				case i < 0:
+					t.Fatalf("group %d, n %d: hash %d never asked for", group, n, j)
+				case i > j:
+					t.Fatalf("group %d, n %d: hash %d asked for at lookup %d, after its own", group, n, j, i)
+				case j >= group && j-i < group:
+					t.Fatalf("group %d, n %d: hash %d asked for at lookup %d, less than a group ahead", group, n, j, i)
+				}
+			}
+		}
 	}
 }
