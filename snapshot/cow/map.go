@@ -76,14 +76,12 @@ type Map[K comparable, V any] struct {
 	tables []table[K, V] // tables[kg-kgs.Start]
 	n      int
 	slots  int // capacity of all tables
-	room   int // entries all tables take before they grow (sum of growAt)
 
 	prefetchBuf []unsafe.Pointer
-	// prefetchAbove: Prefetch and PrefetchAhead do nothing while the
-	// entries the tables are sized for (room) take at most this many
-	// bytes, a core's L2 cache: while they stay in the caches, prefetching
-	// only costs time.
-	prefetchAbove uintptr
+	// prefetchFrom: Prefetch and PrefetchAhead do nothing while the
+	// tables take fewer bytes than this, a core's L2 cache: while they
+	// stay in the caches, prefetching only costs time.
+	prefetchFrom uintptr
 
 	version  uint64 // current version; pages written now get this version
 	required uint64 // highest snapshot version that may still be read; 0: none
@@ -139,11 +137,11 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 	m := &Map[K, V]{
 		hash: cfg.Hash, keys: cfg.KeyCodec, vals: cfg.ValueCodec,
 		maxP: uint64(maxP), pow2: maxP&(maxP-1) == 0, huge: cfg.HugePages, kgs: r,
-		tables:        make([]table[K, V], r.Len()),
-		spare:         make([]table[K, V], r.Len()),
-		version:       1,
-		shared:        new(shared),
-		prefetchAbove: uintptr(prefetch.L2Bytes()),
+		tables:       make([]table[K, V], r.Len()),
+		spare:        make([]table[K, V], r.Len()),
+		version:      1,
+		shared:       new(shared),
+		prefetchFrom: uintptr(prefetch.L2Bytes()),
 	}
 	m.shared.refs.Store(1)
 	m.owner = &ownerRef{shared: m.shared}
@@ -272,24 +270,26 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 	return v, found
 }
 
-// Prefetching pays only for tables sized for more entries than a core's L2
-// cache holds (Map.prefetchAbove and Map.room: tables are grown half full
-// below bigTable slots, so their capacity would say twice the entries). In
-// the keyed-count pipeline on the machine of docs/perf.md (1 MiB of L2
-// per core), prefetching made tables sized for 1 MiB of entries or less
-// slower: 1k, 20k and 50k keys at parallelism 1 by 13%, 5% and 4%, 100k
-// keys at parallelism 2 by 5%; above, it pays: at 100k keys and
-// parallelism 1 (2 MiB), PrefetchAhead ran 8% faster than a pass of loads
-// over the whole batch, itself 13% faster than none, at 1M keys 15%
-// faster than that pass, and the window at parallelism 2 (1.5 MiB of
-// 24-byte entries per pane) lost 32% without it.
+// Prefetching pays only for tables at least as large as a core's L2 cache
+// (Map.prefetchFrom). In the keyed-count pipeline on the machine of
+// docs/perf.md (1 MiB of L2 per core), prefetching made 1k and 20k keys at
+// parallelism 1 (256 and 512 KiB of tables) 13% and 5% slower. Above, it
+// pays: at 100k keys and parallelism 1 (4 MiB), PrefetchAhead ran 8%
+// faster than a pass of loads over the whole batch, itself 13% faster than
+// none, and at 1M keys 15% faster than that pass; the window at
+// parallelism 2 (3 MiB of tables a pane) lost 32% without it. Tables of
+// 2 MiB sized for 1 MiB of entries (they grow half full below bigTable
+// slots) are a toss-up: keyed-count at 100k keys and parallelism 2 ran 4%
+// faster without the prefetches, but at a tenth of that rate, where one
+// worker carries both subtasks' state, its p99 latency rose from 2.5 to
+// 3.5 µs.
 
 // Prefetch asks the CPU to load, for each hash, the first slot a lookup of
 // that hash probes. Called on a few hashes before their GetHashed or
 // UpsertHashed calls, it lets the CPU overlap their cache and TLB misses
 // instead of taking them one at a time. It has no other effect, and does
-// nothing while the Map's tables are sized for entries that stay in the
-// caches (at most a core's L2 cache of them).
+// nothing while the Map's tables are small enough to stay in the caches
+// (smaller than a core's L2 cache).
 //
 // A prefetch that finds no free miss buffer is dropped, so a batch much
 // larger than PrefetchGroup is better walked with PrefetchAhead.
@@ -346,10 +346,9 @@ func aheadRange(i, n, group int) (from, to int) {
 	return from, min(i+2*group, n)
 }
 
-// prefetchPays reports whether the entries the Map's tables are sized for
-// outgrow a core's L2 cache.
+// prefetchPays reports whether the Map's tables outgrow a core's L2 cache.
 func (m *Map[K, V]) prefetchPays() bool {
-	return uintptr(m.room)*unsafe.Sizeof(slot[K, V]{}) > m.prefetchAbove
+	return uintptr(m.slots)*unsafe.Sizeof(slot[K, V]{}) >= m.prefetchFrom
 }
 
 // prefetch is Prefetch whatever the Map's size.
@@ -607,5 +606,5 @@ func (m *Map[K, V]) Clear() {
 		}
 		*t = table[K, V]{written: m.version, deltaLost: m.version}
 	}
-	m.n, m.slots, m.room = 0, 0, 0
+	m.n, m.slots = 0, 0
 }

@@ -463,21 +463,17 @@ func TestSubKeyHashKeepsKeyGroup(t *testing.T) {
 	}
 }
 
-// TestSlotsTracksCapacity checks the count of table slots, and the room
-// that Prefetch consults, against the tables, through growth and restore.
+// TestSlotsTracksCapacity checks the count of table slots that Prefetch
+// consults against the tables, through growth and restore.
 func TestSlotsTracksCapacity(t *testing.T) {
 	check := func(m *Map[uint64, int64], when string) {
 		t.Helper()
-		want, room := 0, 0
+		want := 0
 		for i := range m.tables {
 			want += m.tables[i].capacity()
-			room += m.tables[i].growAt
 		}
 		if m.slots != want {
 			t.Fatalf("%s: slots %d, tables hold %d", when, m.slots, want)
-		}
-		if m.room != room {
-			t.Fatalf("%s: room %d, tables grow at %d entries in all", when, m.room, room)
 		}
 	}
 	m := newCounters(t, 8, keygroups.Range{})
@@ -644,19 +640,19 @@ func TestAheadRange(t *testing.T) {
 	}
 }
 
-// TestPrefetchAboveL2 checks that prefetching is on exactly while the
-// tables are sized for more entries than a core's L2 cache holds.
-func TestPrefetchAboveL2(t *testing.T) {
+// TestPrefetchFromL2 checks that prefetching is on exactly while the
+// tables are at least as large as a core's L2 cache.
+func TestPrefetchFromL2(t *testing.T) {
 	m := newCounters(t, 8, keygroups.Range{})
-	if m.prefetchAbove != uintptr(prefetch.L2Bytes()) || m.prefetchAbove == 0 {
-		t.Fatalf("prefetchAbove %d, L2 %d", m.prefetchAbove, prefetch.L2Bytes())
+	if m.prefetchFrom != uintptr(prefetch.L2Bytes()) || m.prefetchFrom == 0 {
+		t.Fatalf("prefetchFrom %d, L2 %d", m.prefetchFrom, prefetch.L2Bytes())
 	}
-	m.prefetchAbove = 64 << 10
+	m.prefetchFrom = 64 << 10
 	seen := map[bool]bool{}
-	for k := uint64(0); uintptr(m.room)*unsafe.Sizeof(slot[uint64, int64]{}) <= 4*m.prefetchAbove; k++ {
-		bytes := uintptr(m.room) * unsafe.Sizeof(slot[uint64, int64]{})
-		if got, want := m.prefetchPays(), bytes > m.prefetchAbove; got != want {
-			t.Fatalf("tables sized for %d bytes of entries: prefetchPays %v", bytes, got)
+	for k := uint64(0); uintptr(m.slots)*unsafe.Sizeof(slot[uint64, int64]{}) <= 4*m.prefetchFrom; k++ {
+		bytes := uintptr(m.slots) * unsafe.Sizeof(slot[uint64, int64]{})
+		if got, want := m.prefetchPays(), bytes >= m.prefetchFrom; got != want {
+			t.Fatalf("%d bytes of tables: prefetchPays %v", bytes, got)
 		}
 		seen[m.prefetchPays()] = true
 		if err := m.Put(k, 1); err != nil {

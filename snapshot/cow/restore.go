@@ -38,7 +38,6 @@ func (m *Map[K, V]) LoadKeyGroup(b []byte) (int, error) {
 	}
 	nt.deleted, nt.deletedVer, nt.deltaLost = t.deleted, t.deletedVer, t.deltaLost
 	m.slots += nt.capacity() - t.capacity()
-	m.room += nt.growAt - t.growAt
 	*t = nt
 	m.n += t.n
 	m.restored(t)

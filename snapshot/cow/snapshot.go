@@ -539,7 +539,6 @@ func (m *Map[K, V]) rebuild(t *table[K, V], capacity int) {
 		m.drop(r)
 	}
 	m.slots += nt.capacity() - t.capacity()
-	m.room += nt.growAt - t.growAt
 	*t = nt
 }
 
