@@ -265,6 +265,31 @@ func BenchmarkAppendKeyGroupDelta(b *testing.B) {
 // of the 50k size holds ~780 keys.
 var subtaskKeys = []int{1000, 50_000, 1_000_000}
 
+// subtaskStream fills one subtask's Map (64 of 128 key groups) with n
+// random keys, and returns it, the keys, and a fixed stream of 1<<20
+// accesses uniform over them with their hashes.
+func subtaskStream(b *testing.B, n int) (m *Map[uint64, int64], set, keys, hashes []uint64) {
+	rnd := rand.New(rand.NewPCG(3, uint64(n)))
+	m = newCounters(b, 128, keygroups.Range{Start: 0, End: 64})
+	set = make([]uint64, 0, n)
+	for len(set) < n {
+		k := rnd.Uint64()
+		if keygroups.HashUint64(k)%128 >= 64 {
+			continue // another subtask's key
+		}
+		set = append(set, k)
+		if err := m.Put(k, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	keys, hashes = make([]uint64, 1<<20), make([]uint64, 1<<20)
+	for i := range keys {
+		keys[i] = set[rnd.IntN(n)]
+		hashes[i] = keygroups.HashUint64(keys[i])
+	}
+	return m, set, keys, hashes
+}
+
 // BenchmarkSubtaskUpdate updates one subtask's state the way the
 // keyed-count pipeline does (64 of 128 key groups, the batch of a 1024-record
 // frame, keys uniform over the set, hashes given), each variant in its own
@@ -273,27 +298,12 @@ var subtaskKeys = []int{1000, 50_000, 1_000_000}
 // map a baseline would use (which hashes the key itself).
 func BenchmarkSubtaskUpdate(b *testing.B) {
 	for _, n := range subtaskKeys {
-		rnd := rand.New(rand.NewPCG(3, uint64(n)))
-		m := newCounters(b, 128, keygroups.Range{Start: 0, End: 64})
-		gomap := make(map[uint64]int64)
-		set := make([]uint64, 0, n)
-		for len(set) < n {
-			k := rnd.Uint64()
-			if keygroups.HashUint64(k)%128 >= 64 {
-				continue // another subtask's key
-			}
-			set = append(set, k)
-			if err := m.Put(k, 1); err != nil {
-				b.Fatal(err)
-			}
+		m, set, keys, hashes := subtaskStream(b, n)
+		gomap := make(map[uint64]int64, n)
+		for _, k := range set {
 			gomap[k] = 1
 		}
-		const stream, batch = 1 << 20, 1024
-		keys, hashes := make([]uint64, stream), make([]uint64, stream)
-		for i := range keys {
-			keys[i] = set[rnd.IntN(n)]
-			hashes[i] = keygroups.HashUint64(keys[i])
-		}
+		stream, batch := len(keys), 1024
 		for _, v := range []string{"cow", "cow-prefetch", "gomap"} {
 			b.Run(fmt.Sprintf("%s/%s", sizeName(n), v), func(b *testing.B) {
 				off := 0
@@ -336,25 +346,8 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 // (PrefetchAhead's way; g=32 is PrefetchGroup).
 func BenchmarkPrefetchGroups(b *testing.B) {
 	for _, n := range subtaskKeys[1:] {
-		rnd := rand.New(rand.NewPCG(3, uint64(n)))
-		m := newCounters(b, 128, keygroups.Range{Start: 0, End: 64})
-		set := make([]uint64, 0, n)
-		for len(set) < n {
-			k := rnd.Uint64()
-			if keygroups.HashUint64(k)%128 >= 64 {
-				continue // another subtask's key
-			}
-			set = append(set, k)
-			if err := m.Put(k, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
-		const stream, batch = 1 << 20, 1024
-		keys, hashes := make([]uint64, stream), make([]uint64, stream)
-		for i := range keys {
-			keys[i] = set[rnd.IntN(n)]
-			hashes[i] = keygroups.HashUint64(keys[i])
-		}
+		m, _, keys, hashes := subtaskStream(b, n)
+		stream, batch := len(keys), 1024
 		for _, v := range []string{"none", "loads", "whole", "g=16", "g=32", "g=64"} {
 			var g int
 			fmt.Sscanf(v, "g=%d", &g)
