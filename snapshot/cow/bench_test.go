@@ -299,42 +299,51 @@ func subtaskStream(b *testing.B, n int) (m *Map[uint64, int64], set, keys, hashe
 func BenchmarkSubtaskUpdate(b *testing.B) {
 	for _, n := range subtaskKeys {
 		m, set, keys, hashes := subtaskStream(b, n)
+		b.Run(sizeName(n)+"/cow", func(b *testing.B) { updateBatches(b, m, keys, hashes, nil, 0) })
+		b.Run(sizeName(n)+"/cow-prefetch", func(b *testing.B) { updateBatches(b, m, keys, hashes, nil, PrefetchGroup) })
 		gomap := make(map[uint64]int64, n)
 		for _, k := range set {
 			gomap[k] = 1
 		}
-		stream, batch := len(keys), 1024
-		for _, v := range []string{"cow", "cow-prefetch", "gomap"} {
-			b.Run(fmt.Sprintf("%s/%s", sizeName(n), v), func(b *testing.B) {
-				off := 0
-				for b.Loop() {
-					ks, hs := keys[off:off+batch], hashes[off:off+batch]
-					off = (off + batch) & (stream - 1)
-					switch v {
-					case "gomap":
-						for _, k := range ks {
-							gomap[k]++
-						}
-						continue
-					case "cow-prefetch":
-						for i, k := range ks {
-							if i%PrefetchGroup == 0 {
-								m.prefetchGroupAhead(hs, i, PrefetchGroup)
-							}
-							p, _ := m.UpsertHashed(hs[i], k)
-							*p++
-						}
-						continue
-					}
-					for i, k := range ks {
-						p, _ := m.UpsertHashed(hs[i], k)
-						*p++
-					}
+		b.Run(sizeName(n)+"/gomap", func(b *testing.B) {
+			off := 0
+			for b.Loop() {
+				for _, k := range keys[off : off+updateBatch] {
+					gomap[k]++
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/update")
-			})
+				off = (off + updateBatch) & (len(keys) - 1)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*updateBatch), "ns/update")
+		})
+	}
+}
+
+// updateBatch is how many updates updateBatches makes per iteration: a
+// frame's worth.
+const updateBatch = 1024
+
+// updateBatches runs b's loop over the stream of keys, updateBatch at a
+// time: before, if not nil, sees each batch's hashes first; then each key
+// is updated, with the slots of group hashes prefetched a group ahead of
+// their updates (none if group is 0, whatever the Map's size). It reports
+// ns per update.
+func updateBatches(b *testing.B, m *Map[uint64, int64], keys, hashes []uint64, before func(hs []uint64), group int) {
+	off := 0
+	for b.Loop() {
+		ks, hs := keys[off:off+updateBatch], hashes[off:off+updateBatch]
+		off = (off + updateBatch) & (len(keys) - 1)
+		if before != nil {
+			before(hs)
+		}
+		for i, k := range ks {
+			if group > 0 && i%group == 0 {
+				m.prefetchGroupAhead(hs, i, group)
+			}
+			p, _ := m.UpsertHashed(hs[i], k)
+			*p++
 		}
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*updateBatch), "ns/update")
 }
 
 // BenchmarkPrefetchGroups compares ways of prefetching a 1024-record
@@ -347,31 +356,13 @@ func BenchmarkSubtaskUpdate(b *testing.B) {
 func BenchmarkPrefetchGroups(b *testing.B) {
 	for _, n := range subtaskKeys[1:] {
 		m, _, keys, hashes := subtaskStream(b, n)
-		stream, batch := len(keys), 1024
-		for _, v := range []string{"none", "loads", "whole", "g=16", "g=32", "g=64"} {
-			var g int
-			fmt.Sscanf(v, "g=%d", &g)
-			b.Run(fmt.Sprintf("%s/%s", sizeName(n), v), func(b *testing.B) {
-				off := 0
-				for b.Loop() {
-					ks, hs := keys[off:off+batch], hashes[off:off+batch]
-					off = (off + batch) & (stream - 1)
-					switch v {
-					case "loads":
-						loadSlots(m, hs)
-					case "whole":
-						m.prefetch(hs)
-					}
-					for i, k := range ks {
-						if g > 0 && i%g == 0 {
-							m.prefetchGroupAhead(hs, i, g)
-						}
-						p, _ := m.UpsertHashed(hs[i], k)
-						*p++
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/update")
-			})
+		b.Run(sizeName(n)+"/none", func(b *testing.B) { updateBatches(b, m, keys, hashes, nil, 0) })
+		b.Run(sizeName(n)+"/loads", func(b *testing.B) {
+			updateBatches(b, m, keys, hashes, func(hs []uint64) { loadSlots(m, hs) }, 0)
+		})
+		b.Run(sizeName(n)+"/whole", func(b *testing.B) { updateBatches(b, m, keys, hashes, m.prefetch, 0) })
+		for _, g := range []int{16, 32, 64} {
+			b.Run(fmt.Sprintf("%s/g=%d", sizeName(n), g), func(b *testing.B) { updateBatches(b, m, keys, hashes, nil, g) })
 		}
 	}
 }
