@@ -273,7 +273,7 @@ func (m *Map[K, V]) GetHashed(h uint64, k K) (V, bool) {
 // Prefetching pays only for tables at least as large as a core's L2 cache
 // (Map.prefetchFrom). In the keyed-count pipeline on the machine of
 // docs/perf.md (1 MiB of L2 per core), prefetching made 1k and 20k keys at
-// parallelism 1 (256 and 512 KiB of tables) 13% and 5% slower. Above, it
+// parallelism 1 (512 and 1,020 KiB of tables) 13% and 5% slower. Above, it
 // pays: at 100k keys and parallelism 1 (4 MiB), PrefetchAhead ran 8%
 // faster than a pass of loads over the whole batch, itself 13% faster than
 // none, and at 1M keys 15% faster than that pass; the window at
