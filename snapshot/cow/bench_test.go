@@ -370,16 +370,15 @@ func BenchmarkPrefetchGroups(b *testing.B) {
 // loadSink keeps loadSlots' loads from being optimised away.
 var loadSink byte
 
-// loadSlots reads the first and last byte of the home slot of each hash.
+// loadSlots reads the first and last byte of the home slot of each hash:
+// the pass of loads the Map's prefetch was before PREFETCHT0.
 func loadSlots(m *Map[uint64, int64], hashes []uint64) {
 	var x byte
-	for _, h := range hashes {
-		if t := m.table(h); t != nil && len(t.dir) != 0 {
-			i := t.home(h)
-			s := unsafe.Pointer(t.dir[i>>pageShift].slot(i & pageMask))
-			x |= *(*byte)(s) | *(*byte)(unsafe.Add(s, unsafe.Sizeof(slot[uint64, int64]{})-1))
-		}
+	slots := m.homeSlots(hashes)
+	for _, s := range slots {
+		x |= *(*byte)(s) | *(*byte)(unsafe.Add(s, unsafe.Sizeof(slot[uint64, int64]{})-1))
 	}
+	m.doneSlots(slots)
 	loadSink = x
 }
 

@@ -357,6 +357,14 @@ func (m *Map[K, V]) prefetch(hashes []uint64) {
 	// directories are small and mostly cached); the second prefetches the
 	// found slots (both lines, if a slot straddles two), so that their
 	// misses are in flight at once.
+	slots := m.homeSlots(hashes)
+	prefetch.Spans(slots, unsafe.Sizeof(slot[K, V]{}))
+	m.doneSlots(slots)
+}
+
+// homeSlots returns the address of the home slot of each hash the Map
+// owns, in a buffer the Map reuses; give it back with doneSlots.
+func (m *Map[K, V]) homeSlots(hashes []uint64) []unsafe.Pointer {
 	slots := m.prefetchBuf[:0]
 	for _, h := range hashes {
 		if t := m.table(h); t != nil && len(t.dir) != 0 {
@@ -364,7 +372,11 @@ func (m *Map[K, V]) prefetch(hashes []uint64) {
 			slots = append(slots, unsafe.Pointer(t.dir[i>>pageShift].slot(i&pageMask)))
 		}
 	}
-	prefetch.Spans(slots, unsafe.Sizeof(slot[K, V]{}))
+	return slots
+}
+
+// doneSlots gives back homeSlots' buffer.
+func (m *Map[K, V]) doneSlots(slots []unsafe.Pointer) {
 	clear(slots) // NB: do not keep pages reachable
 	m.prefetchBuf = slots[:0]
 }
