@@ -31,6 +31,9 @@ type WindowJoin[K comparable, L, R, O any] struct {
 	klist  []K      // the batch's keys
 	hashes []uint64 // and their hashes: carried, or in own
 	own    []uint64
+	// Whether each side's entries are prefetched: a policy each, as the
+	// two sides' records and lists differ.
+	lahead, rahead aheadChoice
 }
 
 // NewWindowJoin returns a window join feeding next; its two inputs are Left
@@ -125,7 +128,7 @@ func (s joinLeft[K, L, R, O]) Push(recs []L, ts []int64) { s.PushHashed(recs, ts
 // PushHashed implements HashedInput.
 func (s joinLeft[K, L, R, O]) PushHashed(recs []L, ts []int64, hashes []uint64) {
 	defer Guard(s.j.Ctx)
-	joinAdd(s.j, s.j.lkeys, s.j.left, &s.j.larena, recs, ts, hashes)
+	joinAdd(s.j, s.j.lkeys, s.j.left, &s.j.larena, &s.j.lahead, recs, ts, hashes)
 }
 
 type joinRight[K comparable, L, R, O any] struct{ j *WindowJoin[K, L, R, O] }
@@ -135,19 +138,21 @@ func (s joinRight[K, L, R, O]) Push(recs []R, ts []int64) { s.PushHashed(recs, t
 // PushHashed implements HashedInput.
 func (s joinRight[K, L, R, O]) PushHashed(recs []R, ts []int64, hashes []uint64) {
 	defer Guard(s.j.Ctx)
-	joinAdd(s.j, s.j.rkeys, s.j.right, &s.j.rarena, recs, ts, hashes)
+	joinAdd(s.j, s.j.rkeys, s.j.right, &s.j.rarena, &s.j.rahead, recs, ts, hashes)
 }
 
 // joinAdd buffers records of one side in their windows' panes; carried are
-// their key hashes, if the edge brought them.
+// their key hashes, if the edge brought them, and ahead the side's prefetch
+// policy.
 func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFuncs[K, T],
-	side *panes[K, []T], arena *listArena[T], recs []T, ts []int64, carried []uint64) {
+	side *panes[K, []T], arena *listArena[T], ahead *aheadChoice, recs []T, ts []int64, carried []uint64) {
 	if ts == nil {
 		Fail(j.Ctx, errNoEventTime)
 	}
 	if len(recs) == 0 {
 		return
 	}
+	ahead.begin()
 	j.hashes = hashKeys(keys, recs, carried, &j.klist, &j.own)
 	for i := range recs {
 		j.wins = j.windows.assign(ts[i], j.wins[:0])
@@ -157,9 +162,12 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 				continue
 			}
 			// Ask for the entries a group ahead, so that their cache
-			// misses overlap (see WindowAgg.addTo).
+			// misses overlap, when the policy says so (see
+			// WindowAgg.addTo).
 			pn := side.get(w)
-			pn.m.PrefetchAhead(j.hashes, i)
+			if ahead.on {
+				pn.m.PrefetchAhead(j.hashes, i)
+			}
 			p, _, err := pn.m.UpsertHashedNew(j.hashes[i], j.klist[i])
 			if err != nil {
 				Fail(j.Ctx, fmt.Errorf("join state for key %v: %w", j.klist[i], err))
@@ -167,6 +175,7 @@ func joinAdd[K comparable, T, L, R, O any](j *WindowJoin[K, L, R, O], keys KeyFu
 			*p = arena.append(*p, recs[i])
 		}
 	}
+	ahead.end(len(recs))
 }
 
 // Watermark implements Operator: windows up to wm are joined and dropped.

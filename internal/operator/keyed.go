@@ -52,6 +52,7 @@ type rolling[K comparable, T, V any] struct {
 	// carried holds the key hashes the Hash edge brought with the batch
 	// being pushed (PushHashed), else nil.
 	carried []uint64
+	ahead   aheadChoice
 }
 
 // Open implements Operator.
@@ -74,17 +75,23 @@ func (o *rolling[K, T, V]) NotifyComplete(id uint64) error { o.table.complete(id
 // NotifyAborted implements CheckpointListener.
 func (o *rolling[K, T, V]) NotifyAborted(uint64) {}
 
-// prepare hashes the keys of a batch.
+// prepare hashes the keys of a batch and begins its lookups; done ends
+// them.
 func (o *rolling[K, T, V]) prepare(recs []T) {
+	o.ahead.begin()
 	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
 }
+
+func (o *rolling[K, T, V]) done(recs []T) { o.ahead.end(len(recs)) }
 
 // upsert returns the state of record i of the batch prepare saw, and
 // whether it was just inserted (holds the zero V). It is called for each
 // record in turn, and asks for the state of the records a group ahead
-// (cow.Map.PrefetchAhead).
+// (cow.Map.PrefetchAhead) when the prefetch policy says so.
 func (o *rolling[K, T, V]) upsert(i int) (*V, bool) {
-	o.state.PrefetchAhead(o.hashes, i)
+	if o.ahead.on {
+		o.state.PrefetchAhead(o.hashes, i)
+	}
 	p, inserted, err := o.state.UpsertHashedNew(o.hashes[i], o.klist[i])
 	if err != nil {
 		Fail(o.Ctx, fmt.Errorf("keyed state for key %v: %w", o.klist[i], err))
@@ -127,6 +134,7 @@ func (r *Reduce[K, T]) Push(recs []T, ts []int64) {
 		}
 		out = append(out, *p)
 	}
+	r.done(recs)
 	r.out = out
 	r.next.Push(out, ts)
 }
@@ -239,6 +247,7 @@ func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {
 		*p = a.agg.Add(*p, recs[i])
 		out = append(out, a.agg.Result(*p))
 	}
+	a.done(recs)
 	a.out = out
 	a.next.Push(out, ts)
 }
@@ -282,5 +291,6 @@ func (m *MapWithState[K, T, S, U]) Push(recs []T, ts []int64) {
 		p, _ := m.upsert(i)
 		out[i] = m.f(p, recs[i])
 	}
+	m.done(recs)
 	m.next.Push(out, ts)
 }

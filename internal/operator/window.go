@@ -151,6 +151,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	// carried holds the key hashes the Hash edge brought with the batch
 	// being pushed (PushHashed), else nil.
 	carried []uint64
+	ahead   aheadChoice // whether the panes' entries are prefetched
 }
 
 // NewWindowAgg returns a window operator feeding next.
@@ -252,6 +253,7 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 // its key's entry in the pane of each of its windows.
 func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 	lateness := o.opts.AllowedLateness.Milliseconds()
+	o.ahead.begin()
 	o.hashes = hashKeys(o.keys, recs, o.carried, &o.klist, &o.own)
 	if o.windows.Kind == Tumbling {
 		// One window per record, mostly the previous record's.
@@ -296,6 +298,7 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 		clear(cur) // NB: do not keep dropped panes reachable
 		o.curPanes = cur[:0]
 	}
+	o.ahead.end(len(recs))
 	o.flush()
 	if o.late != nil {
 		o.late.flush()
@@ -305,9 +308,12 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 // addTo adds rec, record i of the batch, to its key's entry in pn. It is
 // called for the batch's records in turn, and asks pn for the entries of
 // the records a group ahead, which are mostly in the same pane (records
-// come mostly in event-time order; see cow.Map.PrefetchAhead).
+// come mostly in event-time order; see cow.Map.PrefetchAhead), when the
+// prefetch policy says so.
 func (o *WindowAgg[K, T, A, O]) addTo(pn *pane[K, A], i int, rec T) {
-	pn.m.PrefetchAhead(o.hashes, i)
+	if o.ahead.on {
+		pn.m.PrefetchAhead(o.hashes, i)
+	}
 	acc, created, err := pn.m.UpsertHashedNew(o.hashes[i], o.klist[i])
 	if err != nil {
 		Fail(o.Ctx, fmt.Errorf("window state for key %v: %w", o.klist[i], err))
