@@ -232,7 +232,7 @@ func newEngineSource(c Config, seed uint64, produced *counters, first int) ringf
 }
 
 // countAgg counts a key's records in a window and keeps the newest sample
-// time among them.
+// time among them, in place (AddPtr) as the engine calls it.
 type countAgg struct{}
 
 func (countAgg) Create() WindowCount { return WindowCount{} }
@@ -240,6 +240,10 @@ func (countAgg) Add(acc WindowCount, r Record) WindowCount {
 	acc.Count++
 	acc.SrcNanos = max(acc.SrcNanos, r.SrcNanos)
 	return acc
+}
+func (countAgg) AddPtr(acc *WindowCount, r *Record) {
+	acc.Count++
+	acc.SrcNanos = max(acc.SrcNanos, r.SrcNanos)
 }
 func (countAgg) Result(acc WindowCount) WindowCount { return acc }
 func (countAgg) Merge(a, b WindowCount) WindowCount {

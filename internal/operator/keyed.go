@@ -213,18 +213,48 @@ type AggregateFunc[T, A, O any] interface {
 	Merge(a, b A) A
 }
 
+// AddPtrFunc is what an AggregateFunc implements to fold records in place:
+// AddPtr(acc, rec) must leave *acc as Add(*acc, *rec) returns it. Each
+// aggregating operator calls it in Add's place where the function has it,
+// which saves copying the record and the accumulator into and out of
+// every call.
+type AddPtrFunc[T, A any] interface {
+	AddPtr(acc *A, rec *T)
+}
+
+// adder folds records into accumulators with an AggregateFunc: through its
+// AddPtr if it has one, else through Add.
+type adder[T, A, O any] struct {
+	agg AggregateFunc[T, A, O]
+	ptr AddPtrFunc[T, A]
+}
+
+func newAdder[T, A, O any](agg AggregateFunc[T, A, O]) adder[T, A, O] {
+	ptr, _ := agg.(AddPtrFunc[T, A])
+	return adder[T, A, O]{agg: agg, ptr: ptr}
+}
+
+func (a *adder[T, A, O]) add(acc *A, rec *T) {
+	if a.ptr != nil {
+		a.ptr.AddPtr(acc, rec)
+		return
+	}
+	*acc = a.agg.Add(*acc, *rec)
+}
+
 // Aggregate keeps, per key, an accumulator of every record so far, and
 // emits its result after each record.
 type Aggregate[K comparable, T, A, O any] struct {
 	rolling[K, T, A]
-	agg  AggregateFunc[T, A, O]
-	next Input[O]
-	out  []O
+	agg   AggregateFunc[T, A, O]
+	adder adder[T, A, O]
+	next  Input[O]
+	out   []O
 }
 
 // NewAggregate returns a keyed rolling-aggregate operator feeding next.
 func NewAggregate[K comparable, T, A, O any](keys KeyFuncs[K, T], agg AggregateFunc[T, A, O], next Input[O]) *Aggregate[K, T, A, O] {
-	return &Aggregate[K, T, A, O]{rolling: rolling[K, T, A]{keys: keys, name: "aggregate"}, agg: agg, next: next}
+	return &Aggregate[K, T, A, O]{rolling: rolling[K, T, A]{keys: keys, name: "aggregate"}, agg: agg, adder: newAdder(agg), next: next}
 }
 
 // PushHashed implements HashedInput.
@@ -244,7 +274,7 @@ func (a *Aggregate[K, T, A, O]) Push(recs []T, ts []int64) {
 		if inserted {
 			*p = a.agg.Create()
 		}
-		*p = a.agg.Add(*p, recs[i])
+		a.adder.add(p, &recs[i])
 		out = append(out, a.agg.Result(*p))
 	}
 	a.done(recs)

@@ -62,8 +62,14 @@ type countResult = WindowResult[uint64, int64]
 // the key groups [0, 64) of 128, feeding out.
 func newCountWindows(t *testing.T, w Windows, lateness time.Duration, out *collectInput[countResult]) *WindowAgg[uint64, uint64, int64, int64] {
 	t.Helper()
+	return newWindows(t, w, lateness, countOf{}, out)
+}
+
+// newWindows is newCountWindows with the aggregate agg.
+func newWindows(t *testing.T, w Windows, lateness time.Duration, agg AggregateFunc[uint64, int64, int64], out *collectInput[countResult]) *WindowAgg[uint64, uint64, int64, int64] {
+	t.Helper()
 	keys := KeyFuncs[uint64, uint64]{Key: func(r uint64) uint64 { return r % 1000 }, Hash: keygroups.HashUint64}
-	o := NewWindowAgg[uint64, uint64, int64, int64](keys, w, countOf{}, WindowOptions[uint64]{AllowedLateness: lateness}, Input[countResult](out))
+	o := NewWindowAgg[uint64, uint64, int64, int64](keys, w, agg, WindowOptions[uint64]{AllowedLateness: lateness}, Input[countResult](out))
 	ctx := &Context{Operator: "count", Parallelism: 1, MaxParallelism: 128, KeyGroups: keygroups.Range{Start: 0, End: 128},
 		Timed: true, Checkpoints: true, Metrics: &Metrics{}}
 	if err := o.Open(ctx); err != nil {

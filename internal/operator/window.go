@@ -131,6 +131,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 	keys     KeyFuncs[K, T]
 	windows  Windows
 	agg      AggregateFunc[T, A, O]
+	adder    adder[T, A, O]
 	opts     WindowOptions[T]
 	next     Input[WindowResult[K, O]]
 	panes    *panes[K, A]                        // tumbling and sliding windows
@@ -157,7 +158,7 @@ type WindowAgg[K comparable, T, A, O any] struct {
 // NewWindowAgg returns a window operator feeding next.
 func NewWindowAgg[K comparable, T, A, O any](keys KeyFuncs[K, T], w Windows, agg AggregateFunc[T, A, O],
 	opts WindowOptions[T], next Input[WindowResult[K, O]]) *WindowAgg[K, T, A, O] {
-	return &WindowAgg[K, T, A, O]{keys: keys, windows: w, agg: agg, opts: opts, next: next, wm: MinWatermark}
+	return &WindowAgg[K, T, A, O]{keys: keys, windows: w, agg: agg, adder: newAdder(agg), opts: opts, next: next, wm: MinWatermark}
 }
 
 // Open implements Operator.
@@ -234,7 +235,7 @@ func (o *WindowAgg[K, T, A, O]) Push(recs []T, ts []int64) {
 				p.acc, p.ok = o.agg.Create(), true
 				o.fire.add(win.MaxTimestamp(), wk)
 			}
-			p.acc = o.agg.Add(p.acc, recs[i])
+			o.adder.add(&p.acc, &recs[i])
 			if win.MaxTimestamp() <= o.wm { // a late record within the allowed lateness
 				o.emit(wk, p.acc)
 			}
@@ -271,7 +272,7 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 				}
 				pn = o.panes.get(win)
 			}
-			o.addTo(pn, i, recs[i])
+			o.addTo(pn, i, &recs[i])
 		}
 	} else {
 		// Sliding: a record's windows are those of every record in the
@@ -292,7 +293,7 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 				o.lateRecord(recs[i], ts[i])
 			}
 			for _, pn := range cur {
-				o.addTo(pn, i, recs[i])
+				o.addTo(pn, i, &recs[i])
 			}
 		}
 		clear(cur) // NB: do not keep dropped panes reachable
@@ -305,12 +306,12 @@ func (o *WindowAgg[K, T, A, O]) pushPanes(recs []T, ts []int64) {
 	}
 }
 
-// addTo adds rec, record i of the batch, to its key's entry in pn. It is
+// addTo adds *rec, record i of the batch, to its key's entry in pn. It is
 // called for the batch's records in turn, and asks pn for the entries of
 // the records a group ahead, which are mostly in the same pane (records
 // come mostly in event-time order; see cow.Map.PrefetchAhead), when the
 // prefetch policy says so.
-func (o *WindowAgg[K, T, A, O]) addTo(pn *pane[K, A], i int, rec T) {
+func (o *WindowAgg[K, T, A, O]) addTo(pn *pane[K, A], i int, rec *T) {
 	if o.ahead.on {
 		pn.m.PrefetchAhead(o.hashes, i)
 	}
@@ -321,7 +322,7 @@ func (o *WindowAgg[K, T, A, O]) addTo(pn *pane[K, A], i int, rec T) {
 	if created {
 		*acc = o.agg.Create()
 	}
-	*acc = o.agg.Add(*acc, rec)
+	o.adder.add(acc, rec)
 	// A late record within the allowed lateness updates the result of its
 	// window, fired already (maybe before a restore, which starts the
 	// watermark afresh), or as late as its first record.

@@ -139,11 +139,12 @@ func (s *rowSink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 	return s.TwoPhaseSink.PreCommit()
 }
 
-// count counts records.
+// count counts records (in place: AddPtr).
 type count[T any] struct{}
 
 func (count[T]) Create() int64          { return 0 }
 func (count[T]) Add(n int64, _ T) int64 { return n + 1 }
+func (count[T]) AddPtr(n *int64, _ *T)  { *n++ }
 func (count[T]) Result(n int64) int64   { return n }
 func (count[T]) Merge(a, b int64) int64 { return a + b }
 
