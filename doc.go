@@ -8,9 +8,11 @@
 // JSONLines write files transactionally; packages postgres and kafka hold
 // connectors). MapPtr, FilterPtr and FlatMapPtr give their function a
 // pointer to each record rather than a copy, which pays for records of
-// more than a few words; MapBatches hands it whole batches, and
-// KeyByBatch and WatermarkStrategy.Timestamps take the batch forms of a
-// key and a timestamp function, one call per batch. Options that
+// more than a few words, as an AggregateFunc that implements AddPtrFunc
+// has records folded into its accumulators in place; MapBatches hands it
+// whole batches, and KeyByBatch and WatermarkStrategy.Timestamps take the
+// batch forms of a key and a timestamp function, one call per batch.
+// Options that
 // fit only some operators have types of their own (Option, WindowOption,
 // SinkOption), so giving one to an operator it does not fit does not
 // compile. Run checks the graph, lays
