@@ -134,10 +134,16 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // failing returns a function that passes records through and panics at
 // the records failAt counts (in seen), once each, in order.
 func failing[T any](job *ringflow.Job, failAt []int64, failures, seen *atomic.Int64) func(T) T {
+	return failingOnce[T](job, failAt, failures, seen, nil)
+}
+
+// failingOnce is failing, each failure put off until ready (if not nil)
+// reports true.
+func failingOnce[T any](job *ringflow.Job, failAt []int64, failures, seen *atomic.Int64, ready func() bool) func(T) T {
 	return func(r T) T {
 		k := seen.Add(1)
 		if f := failures.Load(); int(f) < len(failAt) && k >= failAt[f] && int(f) == job.Restarts() &&
-			failures.CompareAndSwap(f, f+1) {
+			(ready == nil || ready()) && failures.CompareAndSwap(f, f+1) {
 			panic(fmt.Sprintf("injected failure %d at record %d", f+1, k))
 		}
 		return r

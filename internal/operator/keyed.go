@@ -52,7 +52,7 @@ type rolling[K comparable, T, V any] struct {
 	// carried holds the key hashes the Hash edge brought with the batch
 	// being pushed (PushHashed), else nil.
 	carried []uint64
-	ahead   aheadChoice
+	ahead   aheadChoice // whether the state is prefetched
 }
 
 // Open implements Operator.
