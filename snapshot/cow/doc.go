@@ -38,7 +38,9 @@
 // map, a Go map included. A group at a time keeps the prefetches within
 // what the core's miss buffers hold; Prefetch(hashes) asks for a few
 // hashes at once. Both do nothing while the tables are small enough to stay
-// in the caches, where they only cost time.
+// in the caches, where they only cost time; above that, whether they pay
+// depends on where the state sits, and the keyed operators ask a
+// prefetch.Policy, which measures, before each batch.
 //
 // # Snapshots: shadow paging
 //
