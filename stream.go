@@ -380,8 +380,8 @@ type AggregateFunc[T, A, O any] interface {
 // Aggregate and Window call AddPtr instead of Add where the function has
 // it, which saves copying the record and the accumulator into and out of
 // every call: the window of `dfbench run --pipeline window` (32-byte
-// records, 16-byte accumulators) ran about 2% faster with it on one core,
-// more on two (docs/perf.md).
+// records, 16-byte accumulators) ran about 2% faster with it on one core;
+// on two, the gain came and went with the machine's load (docs/perf.md).
 type AddPtrFunc[T, A any] interface {
 	AddPtr(acc *A, rec *T)
 }
