@@ -114,7 +114,8 @@ func TestSourceSkewAndPositions(t *testing.T) {
 		t.Errorf("hot key fraction %.3f, want about 0.3", f)
 	}
 	// A source resumes where its position says; a restore source then
-	// gives exactly one record and ends.
+	// gives exactly one record, of the hot key and the restore run's event
+	// time, and ends.
 	s := &source{g: g}
 	if err := s.Open(1, 2, nil); err != nil {
 		t.Fatal(err)
@@ -127,8 +128,10 @@ func TestSourceSkewAndPositions(t *testing.T) {
 	if err := r.Open(1, 2, s.Position()); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := r.Read(buf); n != 1 || err != nil || buf[0] != g.record(21) {
-		t.Fatalf("restore read %d, %v, %+v; want 1 record, seq 21", n, err, buf[0])
+	want := g.record(21)
+	want.Key, want.TsMs = hotKey, restoreTsMs
+	if n, err := r.Read(buf); n != 1 || err != nil || buf[0] != want {
+		t.Fatalf("restore read %d, %v, %+v; want %+v", n, err, buf[0], want)
 	}
 	if n, err := r.Read(buf); n != 0 || err == nil {
 		t.Fatalf("restore source after its record: %d, %v; want io.EOF", n, err)

@@ -30,6 +30,12 @@ type JoinPair struct {
 // hotKey is the key a fraction Config.Skew of the records carry.
 const hotKey = 0
 
+// restoreTsMs is the event time of a restore source's record: past every
+// window a run opens (the join's sources, the fastest in event time, would
+// have to emit 10^16 records to reach it) and far from overflowing a
+// window's end.
+const restoreTsMs = 1 << 60
+
 // skewScale is the resolution of the skew fraction.
 const skewScale = 1 << 20
 
@@ -66,7 +72,10 @@ func (g gen) record(seq uint64) Record {
 // source is one subtask's share of a generator: sequence numbers sub,
 // sub+par, sub+2·par, ... Its position is the count of records it has
 // returned. A restore source returns one record past its restored position
-// and then ends, so that a restored job finishes at once.
+// and then ends, so that a restored job finishes at once. That record
+// carries the hot key and the event time restoreTsMs, so the restore runs
+// of every pipeline emit: the join's two sides meet in one window, whatever
+// windows the checkpoint left open.
 type source struct {
 	g       gen
 	restore bool
@@ -97,7 +106,11 @@ func (s *source) Read(buf []Record) (int, error) {
 		n = min(n, int(s.limit-s.emitted))
 	}
 	for i := range buf[:n] {
-		buf[i] = s.g.record(s.sub + (s.emitted+uint64(i))*s.par)
+		r := s.g.record(s.sub + (s.emitted+uint64(i))*s.par)
+		if s.restore {
+			r.Key, r.TsMs = hotKey, restoreTsMs
+		}
+		buf[i] = r
 	}
 	s.emitted += uint64(n)
 	return n, nil
