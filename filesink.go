@@ -95,7 +95,9 @@ type ownedSink interface{ setOwner(func() identity) }
 // FileSink returns a transactional sink that writes each record as a line
 // of a part file in dir. A transaction is a part file under dir/.pending;
 // committing renames it into dir. So dir only ever holds committed data:
-// the files dir/part-<subtask>-<n> of completed checkpoints.
+// the files dir/part-<subtask>-<n> of completed checkpoints. The kernel
+// is asked to write a part back to the disk as it grows, so that the sync
+// that makes it durable at a checkpoint has little left to write.
 func FileSink(dir string) func() TwoPhaseSink[string] { return FileSinkWith(dir, FileSinkOptions{}) }
 
 // FileSinkOptions configure FileSinkWith, FileSinkOfWith and
@@ -339,7 +341,7 @@ func (s *fileSink[T]) Write(r T) error {
 		if err != nil {
 			return err
 		}
-		s.f, s.w = f, bufio.NewWriterSize(f, 64<<10)
+		s.f, s.w = f, bufio.NewWriterSize(newWriteBehind(f), 64<<10)
 	}
 	line, err := s.encode(s.line[:0], r)
 	if err != nil {
