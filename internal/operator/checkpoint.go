@@ -32,8 +32,9 @@ type SnapshotReport struct {
 	// for source tasks).
 	SyncDuration time.Duration
 	// SyncCPU is the part of SyncDuration the task's thread was on its
-	// core; the rest it waited, preempted by another thread or asleep in
-	// the kernel.
+	// core; the rest it waited, preempted by another thread, asleep in
+	// the kernel, or (under a hypervisor that reports steal time) with
+	// its vCPU taken by the host. A part of a few microseconds can read 0.
 	SyncCPU time.Duration
 	Align   align.Stats
 	// Unaligned checkpoints: recorded in-flight data of input channels (by
@@ -318,7 +319,7 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 	}
 	t.reportTimers(id)
 	wall := time.Since(start)
-	r.SyncDuration, r.SyncCPU = wall, min(affinity.ThreadCPU()-cpu, wall)
+	r.SyncDuration, r.SyncCPU = wall, min(max(affinity.ThreadCPU()-cpu, 0), wall)
 	t.Checkpoints.syncStep, t.Checkpoints.syncID, t.Checkpoints.syncTook = t.steps, id, r.SyncDuration
 	t.Checkpoints.snap = r
 	t.Checkpoints.last = id
