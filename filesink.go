@@ -174,6 +174,7 @@ type fileSink[T any] struct {
 	sub, par int
 	seq      uint64 // number of the next part file
 	f        *os.File
+	wb       *writeBehind // under w: starts f's write-back as it grows
 	w        *bufio.Writer
 	name     string
 }
@@ -341,7 +342,8 @@ func (s *fileSink[T]) Write(r T) error {
 		if err != nil {
 			return err
 		}
-		s.f, s.w = f, bufio.NewWriterSize(newWriteBehind(f), 64<<10)
+		s.f, s.wb = f, newWriteBehind(f)
+		s.w = bufio.NewWriterSize(s.wb, 64<<10)
 	}
 	line, err := s.encode(s.line[:0], r)
 	if err != nil {
@@ -364,7 +366,7 @@ func (s *fileSink[T]) PreCommit() ([]byte, func(context.Context) error, error) {
 	}
 	f := s.f
 	err := s.w.Flush()
-	s.f, s.w = nil, nil
+	s.f, s.wb, s.w = nil, nil, nil
 	if err != nil {
 		f.Close()
 		return nil, nil, err

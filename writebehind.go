@@ -7,10 +7,14 @@ import (
 )
 
 // writeBehindBytes is how many bytes a part file takes between two
-// requests to the kernel to start writing it back (writeBehind). The
-// request is one system call of a few microseconds, so it costs nothing
-// at any size worth writing; the bytes a checkpoint's sync must still
-// write are at most this much plus the sink's buffer.
+// requests to the kernel to start writing it back (writeBehind); the bytes
+// a checkpoint's sync must still write are at most this much plus the
+// sink's buffer. The request is one system call, made on the sink's
+// thread. It returns in microseconds while the device's queue has room;
+// when the queue is full it waits for a slot, so a smaller step would make
+// more such waits in the data path. At 1M records/s with a sink, the
+// latency p99 and the count of blocked steps were the same with and
+// without the requests (docs/perf.md).
 const writeBehindBytes = 1 << 20
 
 // writeBehind is a file the sink writes its part to. Every

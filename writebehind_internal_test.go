@@ -3,12 +3,14 @@ package ringflow
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,6 +76,35 @@ func TestWriteBehind(t *testing.T) {
 		if left := int64(want.Len()) - next; left >= writeBehindBytes {
 			t.Errorf("%d bytes left to the sync, want under %d", left, writeBehindBytes)
 		}
+	}
+}
+
+// TestFileSinkWritesBehind: a file sink's part goes to disk through
+// writeBehind, so a part larger than writeBehindBytes has had the
+// write-back of its first bytes requested before its checkpoint's sync.
+func TestFileSinkWritesBehind(t *testing.T) {
+	s, ok := FileSink(t.TempDir())().(*fileSink[string])
+	if !ok {
+		t.Fatal("FileSink does not make a *fileSink[string]")
+	}
+	if err := s.Open(context.Background(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("x", 99)
+	for n := 0; n < 2*writeBehindBytes; n += len(line) + 1 {
+		if err := s.Write(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.wb == nil || s.wb.f != s.f {
+		t.Fatal("the part file is not written through writeBehind")
+	}
+	if s.wb.started < writeBehindBytes {
+		t.Fatalf("after %d bytes, write-back requested up to byte %d, want at least %d",
+			2*writeBehindBytes, s.wb.started, writeBehindBytes)
+	}
+	if _, durable, err := s.PreCommit(); err != nil || durable(context.Background()) != nil {
+		t.Fatalf("pre-commit: %v", err)
 	}
 }
 
