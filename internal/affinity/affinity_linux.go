@@ -81,8 +81,9 @@ func Preemptions() int64 {
 // ThreadCPU returns the CPU time the calling OS thread has used
 // (CLOCK_THREAD_CPUTIME_ID): unlike the wall clock, it does not advance
 // while the thread is off its core, nor, in a guest whose kernel accounts
-// steal time, while the host runs something else on the vCPU. It is a system call (the vDSO does not
-// serve per-thread clocks), ~0.3µs here; 0 if the clock cannot be read.
+// steal time, while the host runs something else on the vCPU. It is a
+// system call (the vDSO does not serve per-thread clocks), ~0.3µs here; 0
+// if the clock cannot be read.
 func ThreadCPU() time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
