@@ -87,16 +87,16 @@ func TestLightLoadRests(t *testing.T) {
 	}
 }
 
-// backlogTask is Backlogged at every step while heavy is set, and makes
-// progress on every other step otherwise.
+// backlogTask is Backlogged at every step once heavy reports true, and
+// makes progress on every other step before that.
 type backlogTask struct {
 	alternating
-	heavy *atomic.Bool
+	heavy func() bool
 }
 
 func (t *backlogTask) Step(now time.Time) (Status, error) {
 	st, err := t.alternating.Step(now)
-	if st != Done && t.heavy.Load() {
+	if st != Done && t.heavy() {
 		return Backlogged, err
 	}
 	return st, err
@@ -105,33 +105,42 @@ func (t *backlogTask) Step(now time.Time) (Status, error) {
 // TestBacklogWakesRestingWorker: once worker 0 is behind with the resting
 // worker's tasks and its own, it wakes the worker, which steps its own task
 // again.
+//
+// Worker 0's task turns heavy the moment worker 1 first rests (its count of
+// rests, which worker 1's thread raises as the rest begins), so worker 0 is
+// behind from then on and never calm again: once woken, worker 1 stays
+// awake, and the wait below sees a state that lasts. Under -race a round
+// that steps both tasks may also be slow enough to wake worker 1 for that
+// rule; without -race the rounds are short and only the backlog wakes it.
 func TestBacklogWakesRestingWorker(t *testing.T) {
 	p, err := New(Options{Workers: 2, NoPin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stop, heavy atomic.Bool
-	p.Workers()[0].Add(&backlogTask{alternating: alternating{stop: &stop}, heavy: &heavy})
-	guest := &threadsTask{alternating: alternating{stop: &stop}, tids: map[int]bool{}}
-	p.Workers()[1].Add(guest)
-	w1 := p.Workers()[1]
-	var woke bool
+	w0, w1 := p.Workers()[0], p.Workers()[1]
+	var stop atomic.Bool
+	heavy := func() bool { return w1.Rests() > 0 }
+	w0.Add(&backlogTask{alternating: alternating{stop: &stop}, heavy: heavy})
+	w1.Add(&threadsTask{alternating: alternating{stop: &stop}, tids: map[int]bool{}})
+	var rested, woke bool
 	go func() {
 		defer stop.Store(true)
-		if !waitFor(func() bool { return w1.Rests() > 0 && w1.resting.Load() }) {
+		if rested = waitFor(heavy); !rested {
 			return
 		}
-		heavy.Store(true)
 		woke = waitFor(func() bool { return !w1.restWanted.Load() && !w1.resting.Load() })
 	}()
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if w1.Rests() == 0 {
+	if !rested {
 		t.Fatal("worker 1 never rested under a light load")
 	}
 	if !woke {
-		t.Fatal("worker 0 stayed behind with worker 1 resting: it was never woken")
+		t.Fatalf("worker 0 stayed behind with worker 1 resting (%d rests): it was never woken", w1.Rests())
+	}
+	if w0.backlogNs.Load() == 0 {
+		t.Error("worker 0 was never behind")
 	}
 	if p.rest.woken == 0 {
 		t.Error("the load review counted no wake")
@@ -141,40 +150,40 @@ func TestBacklogWakesRestingWorker(t *testing.T) {
 // TestRestingWorkerRunsBackgroundWork: background work queued on worker 0
 // while worker 1 rests runs on worker 1's thread, whose core is free, in
 // the order queued.
+//
+// The jobs are queued from worker 1's task as worker 0's thread steps it:
+// worker 1 is then resting, and stays so until worker 0 ends the rest in a
+// later round. (Queued from the test's goroutine after seeing worker 1
+// rest, they could come after the rest ended: under -race, rounds that
+// step both tasks are slow enough for the review to end it within
+// milliseconds.)
 func TestRestingWorkerRunsBackgroundWork(t *testing.T) {
-	// NB: without stealing, so that each task's first step tells its
-	// worker's thread.
+	// NB: without stealing, so that only worker 0 steps worker 1's task on
+	// another thread, and only while worker 1 rests.
 	p, err := New(Options{Workers: 2, NoPin: true, NoSteal: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stop atomic.Bool
 	w0, w1 := p.Workers()[0], p.Workers()[1]
-	var tid0, tid1 atomic.Int32
-	w0.Add(&busyTask{each: func() { tid0.Store(int32(unix.Gettid())) }})
-	w1.Add(&busyTask{start: func() { tid1.Store(int32(unix.Gettid())) }})
-	// The busy tasks are never Backlogged: a light load as far as the
-	// review can tell.
+	var tid0 atomic.Int32
 	var (
-		mu    sync.Mutex
-		order []int
-		ran   = map[int32]bool{}
+		mu     sync.Mutex
+		order  []int
+		ran    = map[int32]bool{}
+		queued atomic.Bool
+		ended  atomic.Int32
 	)
-	go func() {
-		defer func() {
-			stop.Store(true)
-			w0.tasks[0].(*busyTask).stop.Store(true)
-			w1.tasks[0].(*busyTask).stop.Store(true)
-		}()
-		if !waitFor(func() bool { return w1.resting.Load() && w1.restWanted.Load() }) {
-			t.Error("worker 1 never rested")
+	own := &busyTask{each: func() { tid0.Store(int32(unix.Gettid())) }}
+	guest := &busyTask{}
+	guest.each = func() {
+		if int32(unix.Gettid()) == guest.tid.Load() || queued.Load() {
 			return
 		}
-		var done sync.WaitGroup
+		// On worker 0's thread, hosting the resting worker 1.
+		queued.Store(true)
 		for i := range 3 {
-			done.Add(1)
 			w0.Background(func(s *Slice) {
-				defer done.Done()
+				defer ended.Add(1)
 				s.Pause()
 				mu.Lock()
 				order = append(order, i)
@@ -182,16 +191,28 @@ func TestRestingWorkerRunsBackgroundWork(t *testing.T) {
 				mu.Unlock()
 			})
 		}
-		done.Wait()
+	}
+	// The busy tasks are never Backlogged: a light load as far as the
+	// review can tell.
+	w0.Add(own)
+	w1.Add(guest)
+	go func() {
+		defer func() { own.stop.Store(true); guest.stop.Store(true) }()
+		if waitFor(queued.Load) {
+			waitFor(func() bool { return ended.Load() == 3 })
+		}
 	}()
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(order) != "[0 1 2]" {
-		t.Errorf("jobs ran in the order %v, want [0 1 2]", order)
+	if !queued.Load() {
+		t.Fatalf("worker 1 never rested (%d rests)", w1.Rests())
 	}
-	if ran[tid0.Load()] || !ran[tid1.Load()] {
-		t.Errorf("jobs ran on threads %v; worker 0's is %d, worker 1's %d: want worker 1's only", ran, tid0.Load(), tid1.Load())
+	if fmt.Sprint(order) != "[0 1 2]" {
+		t.Errorf("jobs ran in the order %v (%d of 3 ended), want [0 1 2]", order, ended.Load())
+	}
+	if tid1 := guest.tid.Load(); ran[tid0.Load()] || !ran[tid1] {
+		t.Errorf("jobs ran on threads %v; worker 0's is %d, worker 1's %d: want worker 1's only", ran, tid0.Load(), tid1)
 	}
 }
 
