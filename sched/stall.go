@@ -36,7 +36,10 @@ type Counters struct {
 	// The process's garbage collections: cycles begun, CPU time in
 	// stop-the-world pauses (the pause's wall time on every P), CPU time
 	// mutators spent assisting the marking, and time goroutines waited on
-	// sync.Mutex and RWMutex.
+	// sync.Mutex and RWMutex and threads on the runtime's own locks. The
+	// runtime samples that wait: it times one wait in eight and counts it
+	// eight times, so a single wait shows as eight times its length or
+	// not at all.
 	GCCycles  uint64
 	GCPause   time.Duration
 	GCAssist  time.Duration
@@ -198,23 +201,40 @@ func (s Stall) String() string {
 // a stop-the-world pause counts its wall time once per P.
 //
 // A cause must explain at least half of d. The process's own events come
-// first, the largest of them: a GC pause, GC assist, a wait on a lock
-// (charged to the step up to d; they say why a thread slept or ran slow).
+// first, the largest of them, each charged to the step only up to what
+// its thread could have spent in it:
+//   - a GC pause: its wall time, which stops every thread;
+//   - GC assist: up to the thread's CPU time, where assist runs;
+//   - a wait on a lock: only when the process's lock waits cover all of
+//     the thread's sleep within the step (a step that waited on a lock
+//     slept for it). They are summed over every goroutine and thread and
+//     sampled (see Counters), so less than that is other goroutines'
+//     waits, or this step's plus a sleep of another kind.
+//
 // Then the thread's time off its core, named by the larger of its parts:
 // waiting, runnable, for a core is preemption; the rest of it a sleep
-// (with a major page fault, the fault's read). Without the wait's measure (no schedstat), an involuntary switch
-// with no voluntary one names preemption, a voluntary one a sleep.
-// Otherwise the step was running its own work, and what else was counted
-// is listed with it.
+// (with a major page fault, the fault's read). Without the wait's measure
+// (no schedstat), an involuntary switch with no voluntary one names
+// preemption, a voluntary one a sleep. Otherwise the step was running its
+// own work, and what else was counted is listed with it.
 func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
 	s := Stall{Duration: d, At: after.At, Window: after.At.Sub(before.At),
 		MinorFaults: after.MinorFaults - before.MinorFaults, MajorFaults: after.MajorFaults - before.MajorFaults,
 		Voluntary: after.Voluntary - before.Voluntary, Involuntary: after.Involuntary - before.Involuntary,
 		GCCycles: after.GCCycles - before.GCCycles, GCPause: after.GCPause - before.GCPause,
 		GCAssist: after.GCAssist - before.GCAssist, MutexWait: after.MutexWait - before.MutexWait, Waiting: -1}
-	s.OffCPU = max(s.Window-(after.CPU-before.CPU), 0)
+	cpu := max(after.CPU-before.CPU, 0)
+	s.OffCPU = max(s.Window-cpu, 0)
 	if before.RunDelay >= 0 && after.RunDelay >= 0 {
 		s.Waiting = min(after.RunDelay-before.RunDelay, s.OffCPU)
+	}
+	sleep := s.OffCPU - max(s.Waiting, 0)
+	// NB: the window begins up to a reading's interval before the step;
+	// the thread may have slept there, outside the step.
+	sleptInStep := max(sleep-(s.Window-d), 0)
+	lock := s.MutexWait
+	if lock < sleptInStep {
+		lock = 0
 	}
 	explains := func(t time.Duration) bool { return 2*min(t, d) >= d }
 	s.Cause = "running"
@@ -224,8 +244,8 @@ func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
 		t     time.Duration
 	}{
 		{"gc pause", s.GCPause / time.Duration(max(procs, 1))},
-		{"gc assist", s.GCAssist},
-		{"lock", s.MutexWait},
+		{"gc assist", min(s.GCAssist, cpu)},
+		{"lock", min(lock, sleptInStep)},
 	} {
 		if explains(c.t) && min(c.t, d) > best {
 			s.Cause, best = c.cause, min(c.t, d)
@@ -237,7 +257,6 @@ func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
 	if !explains(s.OffCPU) {
 		return s
 	}
-	sleep := s.OffCPU - max(s.Waiting, 0)
 	switch {
 	case s.Waiting >= 0 && s.Waiting >= sleep:
 		s.Cause = "preempted"
