@@ -136,29 +136,44 @@ func checkFindsDamage(t *testing.T, keys, records uint64) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("part files %v: %v", files, err)
 	}
-	first, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(bytes.TrimSuffix(first, []byte("\n"))), "\n")
-	key := strings.Fields(lines[0])[0]
-	other := -1 // another line of the first line's key, with another count
-	for i, l := range lines[1:] {
-		if strings.Fields(l)[0] == key {
-			other = i + 1
+	// NB: a part file holds what one checkpoint committed, and how many
+	// lines that is depends on when the checkpoints came; take the first
+	// file with two lines of one key, lines at and other.
+	var (
+		file      string
+		lines     []string
+		key       string
+		at, other int
+	)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := strings.Split(string(bytes.TrimSuffix(b, []byte("\n"))), "\n")
+		seen := map[string]int{}
+		for i, l := range ls {
+			k := strings.Fields(l)[0]
+			if j, ok := seen[k]; ok {
+				file, lines, key, at, other = f, ls, k, j, i
+				break
+			}
+			seen[k] = i
+		}
+		if file != "" {
 			break
 		}
 	}
-	if other < 0 {
-		t.Fatalf("%s has a single line of key %s; the test needs two", files[0], key)
+	if file == "" {
+		t.Fatalf("no part file of %v has two lines of one key; the test needs one", files)
 	}
 	for _, tc := range []struct {
 		name   string
 		damage func(lines []string) []string
 	}{
-		{"a line repeated", func(l []string) []string { return append(l, l[0]) }},
-		{"a line lost", func(l []string) []string { return l[1:] }},
-		{"a count repeated in place of another", func(l []string) []string { l[0] = l[other]; return l }},
+		{"a line repeated", func(l []string) []string { return append(l, l[at]) }},
+		{"a line lost", func(l []string) []string { return append(l[:at], l[at+1:]...) }},
+		{"a count repeated in place of another", func(l []string) []string { l[at] = l[other]; return l }},
 		{"a key out of range", func(l []string) []string { return append(l, fmt.Sprint(keys, " 1")) }},
 		{"a count of 0", func(l []string) []string { return append(l, key+" 0") }},
 	} {
@@ -166,7 +181,7 @@ func checkFindsDamage(t *testing.T, keys, records uint64) {
 			damaged := filepath.Join(t.TempDir(), "out")
 			copyDir(t, c.SinkDir, damaged)
 			out := strings.Join(tc.damage(append([]string(nil), lines...)), "\n") + "\n"
-			if err := os.WriteFile(filepath.Join(damaged, filepath.Base(files[0])), []byte(out), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(damaged, filepath.Base(file)), []byte(out), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			_, err := CheckKeyedCount(c, damaged, ends)
