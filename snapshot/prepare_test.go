@@ -2,9 +2,13 @@ package snapshot
 
 import (
 	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // stagedFiles lists the staging dir, leaving out the empty file the store
@@ -118,5 +122,111 @@ func TestPrepareAbort(t *testing.T) {
 	}
 	if st := s.Stats(); st.Committed != 0 {
 		t.Errorf("stats %+v: committed", st)
+	}
+}
+
+// heldWriteBack records the write-back requests (SyncTo) and syncs of
+// staged tables, and holds the first request until released.
+type heldWriteBack struct {
+	entered chan string // the path of the first SyncTo, once it started
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	asked   map[string]int  // SyncTo calls per path
+	synced  map[string]bool // Sync per path
+}
+
+func newHeldWriteBack() *heldWriteBack {
+	return &heldWriteBack{entered: make(chan string, 1), release: make(chan struct{}),
+		asked: map[string]int{}, synced: map[string]bool{}}
+}
+
+func (h *heldWriteBack) MaybeError(op errorfs.Op) error {
+	if !strings.Contains(op.Path, "/staging/") {
+		return nil
+	}
+	switch op.Kind {
+	case errorfs.OpFileSyncTo:
+		h.mu.Lock()
+		h.asked[op.Path]++
+		h.mu.Unlock()
+		h.once.Do(func() {
+			h.entered <- op.Path
+			<-h.release
+		})
+	case errorfs.OpFileSync:
+		h.mu.Lock()
+		h.synced[op.Path] = true
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func (h *heldWriteBack) String() string { return "heldWriteBack" }
+
+// TestPrepareStartsWriteBack: Prepare asks for the write-back of a blobs'
+// table larger than writeBehindBytes as it writes it, from a goroutine of
+// its own (Prepare returns while the request is held), and not for a
+// smaller table; Commit still syncs the table.
+func TestPrepareStartsWriteBack(t *testing.T) {
+	h := newHeldWriteBack()
+	s, _ := openTest(t, errorfs.Wrap(vfs.NewMem(), h), 2)
+	defer s.Close()
+	var released sync.Once
+	release := func() { released.Do(func() { close(h.release) }) }
+	defer release() // NB: before Close, which waits for a Prepare held there
+
+	// 8 values of 40 KiB: a table of 320 KiB, no request.
+	small, err := preparedPending(t, s, 1, 8, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := small.Commit(testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	if len(h.asked) != 0 {
+		t.Errorf("a 320 KiB table: write-back asked for %v; want none", h.asked)
+	}
+	h.mu.Unlock()
+
+	// 64 values of 40 KiB: a table of 2.5 MiB.
+	type result struct {
+		p   *Pending
+		err error
+	}
+	prepared := make(chan result, 1)
+	go func() {
+		p, err := preparedPending(t, s, 2, 64, 2, nil)
+		prepared <- result{p, err}
+	}()
+	// NB: Prepare may return before the request starts, or while it is
+	// held; it must not wait for it.
+	var path string
+	select {
+	case path = <-h.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no write-back request for a 2.5 MiB table")
+	}
+	var r result
+	select {
+	case r = <-prepared:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Prepare waits for its write-back request")
+	}
+	release()
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := r.p.Commit(testMeta()); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.synced[path] {
+		t.Errorf("Commit did not sync %s, whose write-back was requested; synced: %v", path, h.synced)
+	}
+	if h.asked[path] < 1 {
+		t.Errorf("write-back asked for %v; want %s", h.asked, path)
 	}
 }
