@@ -55,6 +55,7 @@ func (s *Store) Latest() (*Checkpoint, error) {
 	if s.db == nil {
 		return nil, ErrClosed
 	}
+	s.ingestMu.Lock() // NB: for the snapshot, see ingestMu
 	s.mu.Lock()
 	candidates := make([]*record, 0, len(s.mu.complete))
 	for i := len(s.mu.complete) - 1; i >= 0; i-- {
@@ -68,6 +69,7 @@ func (s *Store) Latest() (*Checkpoint, error) {
 	// concurrent commit cannot make a good checkpoint look damaged.
 	snap := s.db.NewSnapshot()
 	s.mu.Unlock()
+	s.ingestMu.Unlock()
 	defer snap.Close()
 
 	for _, r := range candidates {
@@ -96,10 +98,12 @@ func (s *Store) Checkpoint(id uint64) (*Checkpoint, error) {
 	if s.db == nil {
 		return nil, ErrClosed
 	}
+	s.ingestMu.Lock()
 	s.mu.Lock()
 	r := s.findLocked(id)
-	snap := s.db.NewSnapshot() // under s.mu, as in Latest
+	snap := s.db.NewSnapshot() // under s.mu and ingestMu, as in Latest
 	s.mu.Unlock()
+	s.ingestMu.Unlock()
 	defer snap.Close()
 	if r == nil {
 		return nil, fmt.Errorf("snapshot: checkpoint %d: %w", id, ErrNotRetained)

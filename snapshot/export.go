@@ -404,13 +404,16 @@ func (s *Store) Pin(id uint64) (*Pinned, error) {
 	if s.db == nil {
 		return nil, ErrClosed
 	}
+	s.ingestMu.Lock()
+	defer s.ingestMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.findLocked(id)
 	if r == nil {
 		return nil, fmt.Errorf("snapshot: pin checkpoint %d: %w", id, ErrNotRetained)
 	}
-	// NB: under s.mu, as in Latest: no tombstone of r's blobs precedes it.
+	// NB: under s.mu, as in Latest: no tombstone of r's blobs precedes it;
+	// and under ingestMu (see there).
 	return &Pinned{s: s, snap: s.db.NewSnapshot(), m: r.m}, nil
 }
 

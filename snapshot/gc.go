@@ -218,10 +218,12 @@ func (s *Store) collectGarbage() {
 	if len(garbage) == 0 {
 		return
 	}
+	s.ingestMu.Lock()
 	err := s.withDB(func(db *pebble.DB) error {
 		_, err := s.ingest(db, "gc", tombstoneGroups(garbage, live)...)
 		return err
 	})
+	s.ingestMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if errors.Is(err, ErrClosed) {

@@ -174,6 +174,8 @@ func describeKey(key []byte) string {
 // setRawForTest overwrites (value != nil) or deletes (value == nil) a raw
 // key, bypassing every check: the test hook that injects corruption.
 func (s *Store) setRawForTest(key, value []byte) error {
+	s.ingestMu.Lock()
+	defer s.ingestMu.Unlock()
 	return s.withDB(func(db *pebble.DB) error {
 		_, err := s.ingest(db, "test", []sstKV{{key: key, value: value, delete: value == nil}})
 		return err

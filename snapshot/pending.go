@@ -438,8 +438,8 @@ func (p *Pending) CommitDurable(meta Meta) error {
 		// leaves it to Commit.
 		err = s.syncStaged(st.path)
 	}
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
+	s.ingestMu.Lock()
+	defer s.ingestMu.Unlock()
 	if err == nil {
 		err = s.checkNewest(p.id)
 	}
