@@ -128,8 +128,10 @@
 // Steps 2 and the blob table of step 3 are the commit's CPU work (copying
 // and checksumming every new blob); Prepare(meta, pause) does them ahead
 // of Commit, on the caller's thread, calling pause between keys and
-// between 16 KiB writes and leaving the fsync to Commit. No entry can be
-// added once Prepare has started; an abort after it removes the staged
+// between 16 KiB writes and leaving the fsync to Commit. A table that
+// passes 1 MiB has its write-back started as it grows, by a goroutine of
+// its own that closes it after (writeBehind), so that the fsync finds
+// little left to write. No entry can be added once Prepare has started; an abort after it removes the staged
 // table. A job prepares on one of its workers, in the worker's spare time
 // (see sched.Worker.Background), and commits on a goroutine of its own,
 // since the syncs and the ingest wait on the disk. For the same reason
