@@ -106,7 +106,8 @@ type Store struct {
 	// split one only while an ingestion has applied its tables and not yet
 	// published their sequence number. TestLatestDuringCommits (-count 25)
 	// panicked in 18 of 40 test processes with snapshots opened beside the
-	// ingestions, and in none of 200 with both under this lock.
+	// ingestions, and in none of 200 with both under this lock. Taken
+	// before s.mu, never while holding it.
 	ingestMu sync.Mutex
 
 	// behind counts the goroutines of writeBehind still running.
