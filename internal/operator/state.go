@@ -191,6 +191,10 @@ func (c varintCowCodec[T]) Append(dst []byte, v T) []byte {
 	return binary.AppendUvarint(dst, x)
 }
 
+// VarintSigned implements cow.VarintCodec: a snapshot of a table whose
+// keys and values both use this codec writes its pages without calling it.
+func (c varintCowCodec[T]) VarintSigned() bool { return c.signed }
+
 func (c varintCowCodec[T]) Decode(src []byte) (T, int, error) {
 	var v T
 	bits := 8 * unsafe.Sizeof(v)

@@ -1,9 +1,14 @@
 package operator
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
 // roundTrip encodes vs with the state codec newCowCodec picks for T and
@@ -14,9 +19,25 @@ func roundTrip[T comparable](t *testing.T, vs ...T) []byte {
 	if _, ok := c.(varintCowCodec[T]); !ok {
 		t.Fatalf("%T: state codec %T, want varints", *new(T), c)
 	}
+	// The cow package writes pages of such state in a loop of its own
+	// (cow.VarintCodec), which must give the bytes Append gives.
+	vc, ok := c.(cow.VarintCodec)
+	if !ok {
+		t.Fatalf("%T: state codec %T is not a cow.VarintCodec", *new(T), c)
+	}
 	var buf []byte
 	for _, v := range vs {
-		buf = c.Append(buf, v)
+		b := c.Append(nil, v)
+		var want []byte
+		if rv := reflect.ValueOf(v); vc.VarintSigned() {
+			want = binary.AppendVarint(nil, rv.Int())
+		} else {
+			want = binary.AppendUvarint(nil, rv.Uint())
+		}
+		if !bytes.Equal(b, want) {
+			t.Fatalf("%T %v: appended % x, want % x (VarintSigned %v)", v, v, b, want, vc.VarintSigned())
+		}
+		buf = append(buf, b...)
 	}
 	src := buf
 	for _, want := range vs {

@@ -68,6 +68,20 @@ func (s *Snapshot[K, V]) AppendKeyGroupPausing(dst []byte, kg int, pause func() 
 // appendPage appends the entries of page r (only those written in its
 // interval, if dirtyOnly), then calls pause if it is not nil.
 func (s *Snapshot[K, V]) appendPage(dst []byte, r *pageRef[K, V], dirtyOnly bool, pause func() error) ([]byte, error) {
+	if s.varint.on {
+		dst = appendVarintPage(dst, r, dirtyOnly, s.varint)
+	} else {
+		dst = s.appendCodecPage(dst, r, dirtyOnly)
+	}
+	if pause == nil {
+		return dst, nil
+	}
+	return dst, pause()
+}
+
+// appendCodecPage appends the entries of page r (only those written in its
+// interval, if dirtyOnly) through the codecs.
+func (s *Snapshot[K, V]) appendCodecPage(dst []byte, r *pageRef[K, V], dirtyOnly bool) []byte {
 	for w, word := range r.occ {
 		if dirtyOnly {
 			word &= r.dirty[w]
@@ -78,10 +92,7 @@ func (s *Snapshot[K, V]) appendPage(dst []byte, r *pageRef[K, V], dirtyOnly bool
 			dst = s.vals.Append(dst, sl.val)
 		}
 	}
-	if pause == nil {
-		return dst, nil
-	}
-	return dst, pause()
+	return dst
 }
 
 // DeltaBase is the version AppendKeyGroupDelta's deltas start from: the

@@ -64,6 +64,7 @@ type Map[K comparable, V any] struct {
 	hash   func(K) uint64
 	keys   Codec[K]
 	vals   Codec[V]
+	varint varintForm // how snapshots write pages (varintFormOf)
 	maxP   uint64
 	kgMask uint64 // maxP-1 if maxP is a power of two
 	pow2   bool
@@ -136,7 +137,8 @@ func New[K comparable, V any](cfg Config[K, V]) (*Map[K, V], error) {
 	}
 	m := &Map[K, V]{
 		hash: cfg.Hash, keys: cfg.KeyCodec, vals: cfg.ValueCodec,
-		maxP: uint64(maxP), pow2: maxP&(maxP-1) == 0, huge: cfg.HugePages, kgs: r,
+		varint: varintFormOf(cfg.KeyCodec, cfg.ValueCodec),
+		maxP:   uint64(maxP), pow2: maxP&(maxP-1) == 0, huge: cfg.HugePages, kgs: r,
 		tables:       make([]table[K, V], r.Len()),
 		spare:        make([]table[K, V], r.Len()),
 		version:      1,

@@ -50,6 +50,7 @@ type Snapshot[K comparable, V any] struct {
 	hash     func(K) uint64
 	keys     Codec[K]
 	vals     Codec[V]
+	varint   varintForm
 	tables   []table[K, V] // frozen headers; pages they reach are never written
 	shared   *shared
 	released atomic.Bool
@@ -77,7 +78,7 @@ func (m *Map[K, V]) Freeze() *Snapshot[K, V] {
 	copy(tables, m.tables)
 	s := &Snapshot[K, V]{
 		version: m.version, kgs: m.kgs, maxP: int(m.maxP),
-		hash: m.hash, keys: m.keys, vals: m.vals,
+		hash: m.hash, keys: m.keys, vals: m.vals, varint: m.varint,
 		tables: tables,
 		shared: m.shared,
 	}
