@@ -598,12 +598,20 @@ const timerProbeSlack = time.Millisecond
 // background work of the task's worker, or else by the writer goroutine.
 func (c *coordinator) Snapshotted(t *operator.Task, r *operator.SnapshotReport) {
 	c.mu.Lock()
-	if c.mu.stopped || c.mu.inflight[r.ID] == nil {
+	f := c.mu.inflight[r.ID]
+	if c.mu.stopped || f == nil {
 		c.mu.Unlock()
 		r.Release()
 		return
 	}
 	c.mu.Unlock()
+	for _, part := range r.Parts {
+		if e, ok := part.State.(operator.EarlyBeforeCommit); ok {
+			if fn := e.TakeBeforeCommit(); fn != nil {
+				c.beforeCommit(f, fn)
+			}
+		}
+	}
 	job := writeJob{t, r}
 	if w := c.workers[t]; w != nil && w.Background(func(s *sched.Slice) { c.writeInSlices(s, job) }) {
 		return
@@ -1082,12 +1090,15 @@ func (w *stateWriter) Pause() error { return w.pauser.pause() }
 // its own: it waits on the disk, and on a worker or the pool's thread it
 // would hold up the tasks or the other parts' writes as long. The
 // checkpoint's commit waits for it (see commit).
-func (w *stateWriter) BeforeCommit(fn func() error) {
-	f := w.f
+func (w *stateWriter) BeforeCommit(fn func() error) { w.c.beforeCommit(w.f, fn) }
+
+// beforeCommit runs fn, work checkpoint f's commit waits for, on a
+// goroutine of its own.
+func (c *coordinator) beforeCommit(f *inflight, fn func() error) {
 	f.syncs.Add(1)
-	w.c.syncs.Add(1)
+	c.syncs.Add(1)
 	go func() {
-		defer w.c.syncs.Done()
+		defer c.syncs.Done()
 		defer f.syncs.Done()
 		if err := fn(); err != nil {
 			f.syncErr.CompareAndSwap(nil, &err)

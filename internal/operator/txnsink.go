@@ -202,15 +202,25 @@ type txnSnapshot struct {
 	blob    []byte
 }
 
+// TakeBeforeCommit implements EarlyBeforeCommit: the sink's durable work,
+// which needs nothing of the write-out.
+func (t *txnSnapshot) TakeBeforeCommit() func() error {
+	durable, ctx := t.durable, t.ctx
+	t.durable = nil
+	if durable == nil {
+		return nil
+	}
+	return func() error {
+		if err := durable(ctx); err != nil {
+			return fmt.Errorf("make transaction durable: %w", err)
+		}
+		return nil
+	}
+}
+
 func (t *txnSnapshot) WriteTo(w StateWriter) error {
-	if durable := t.durable; durable != nil {
-		ctx := t.ctx
-		w.BeforeCommit(func() error {
-			if err := durable(ctx); err != nil {
-				return fmt.Errorf("make transaction durable: %w", err)
-			}
-			return nil
-		})
+	if fn := t.TakeBeforeCommit(); fn != nil {
+		w.BeforeCommit(fn)
 	}
 	return w.PutSubtask("txns", t.blob)
 }
