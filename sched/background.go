@@ -235,11 +235,11 @@ func (w *Worker) runSlice(now time.Time, d time.Duration, idle bool) {
 	}
 }
 
-// observeLoad feeds the worker's busy time and time behind to its background policy and
+// observeLoad feeds the worker's busy time to its background policy and
 // publishes whether it is saturated (worker's thread only).
 func (w *Worker) observeLoad(now time.Time) {
 	b := &w.bg
-	if b.policy.observe(time.Duration(sinceEpoch(now)), time.Duration(w.busyNs.Load()), time.Duration(w.backlogNs.Load())) {
+	if b.policy.observe(time.Duration(sinceEpoch(now)), time.Duration(w.busyNs.Load())) {
 		b.saturated.Store(b.policy.saturated())
 	}
 }

@@ -191,13 +191,20 @@ func TestBackgroundPanic(t *testing.T) {
 // TestFirstBusySliceIsShort: a job queued while the tasks are busy, long
 // after the previous job finished, starts with an ordinary slice: the idle
 // gap between jobs is not time the work waited and earns it no longer one.
-// (It did: a checkpoint's write-out began with a 2ms slice.)
+// (It did: a checkpoint's write-out began with a 2ms slice.) The pool has
+// no patience, so both jobs run in busy slices on the worker's thread
+// well before five windows could judge it saturated.
 func TestFirstBusySliceIsShort(t *testing.T) {
-	p := newPool(t, 1)
+	p, err := New(Options{Workers: 1, NoPin: true, BackgroundPatience: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := p.Workers()[0]
 	var (
+		mu        sync.Mutex
 		firstDone time.Time
 		budget    time.Duration
+		onWorker  bool
 		queued    bool
 	)
 	task := &busyTask{}
@@ -206,16 +213,22 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 			for range 10 {
 				s.Pause()
 			}
+			mu.Lock()
 			firstDone = time.Now()
+			mu.Unlock()
 		})
 	}
 	task.each = func() {
+		mu.Lock()
+		defer mu.Unlock()
 		if queued || firstDone.IsZero() || time.Since(firstDone) < 5*time.Millisecond {
 			return
 		}
 		queued = true
 		w.Background(func(s *Slice) {
-			budget = time.Until(s.end)
+			mu.Lock()
+			budget, onWorker = time.Until(s.end), s.yield != nil
+			mu.Unlock()
 			task.stop.Store(true)
 		})
 	}
@@ -223,10 +236,12 @@ func TestFirstBusySliceIsShort(t *testing.T) {
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !queued {
+	switch {
+	case !queued:
 		t.Fatal("the second job was never queued")
-	}
-	if budget > bgSlice {
+	case !onWorker:
+		t.Fatal("the second job ran on the pool's thread: the worker was judged saturated before it was queued")
+	case budget > bgSlice:
 		t.Errorf("the second job's first slice had %v, want at most %v", budget, bgSlice)
 	}
 }

@@ -10,12 +10,12 @@ import "time"
 // worker observed.
 type bgPolicy struct {
 	// The current window of the measurement: when it began, and the
-	// worker's cumulative busy and behind times then.
-	winStart, winBusy, winBehind time.Duration
-	started                      bool
-	// The last bgSaturatedWindows windows' shares of idle time and of
-	// time behind, and how many windows have been measured.
-	recent [bgSaturatedWindows]struct{ idle, behind float64 }
+	// worker's cumulative busy time then.
+	winStart, winBusy time.Duration
+	started           bool
+	// The last bgSaturatedWindows windows' shares of idle time, and how
+	// many windows have been measured.
+	recent [bgSaturatedWindows]float64
 	n      int
 
 	// last is when the worker last gave the work a slice; zero (never)
@@ -31,52 +31,49 @@ type bgPolicy struct {
 const afterIdle = -1
 
 // observe feeds the worker's cumulative time in rounds where a task made
-// progress (busy) and in rounds where one was Backlogged (behind), at now.
-// At the end of each window it records the window's shares and reports
-// true.
-func (p *bgPolicy) observe(now, busy, behind time.Duration) bool {
+// progress (busy), at now. At the end of each window it records the
+// window's share of idle time and reports true.
+func (p *bgPolicy) observe(now, busy time.Duration) bool {
 	if !p.started {
-		p.winStart, p.winBusy, p.winBehind, p.started = now, busy, behind, true
+		p.winStart, p.winBusy, p.started = now, busy, true
 		return false
 	}
 	span := now - p.winStart
 	if span < bgWindow {
 		return false
 	}
-	w := &p.recent[p.n%bgSaturatedWindows]
-	w.idle = min(max(1-float64(busy-p.winBusy)/float64(span), 0), 1)
-	w.behind = min(max(float64(behind-p.winBehind)/float64(span), 0), 1)
-	p.winStart, p.winBusy, p.winBehind = now, busy, behind
+	p.recent[p.n%bgSaturatedWindows] = min(max(1-float64(busy-p.winBusy)/float64(span), 0), 1)
+	p.winStart, p.winBusy = now, busy
 	p.n++
 	return true
 }
 
-// shares returns the mean shares of idle time and of time behind over the
-// recent windows; all idle before any window was measured.
-func (p *bgPolicy) shares() (idle, behind float64) {
+// idleShare returns the mean share of idle time over the recent windows;
+// all idle before any window was measured.
+func (p *bgPolicy) idleShare() float64 {
 	k := min(p.n, bgSaturatedWindows)
 	if k == 0 {
-		return 1, 0
+		return 1
 	}
+	idle := 0.0
 	for _, w := range p.recent[:k] {
-		idle, behind = idle+w.idle, behind+w.behind
+		idle += w
 	}
-	return idle / float64(k), behind / float64(k)
+	return idle / float64(k)
 }
 
 // saturated reports whether, over the last bgSaturatedWindows windows,
 // the worker's tasks left it less idle time than background work is
-// guaranteed (bgMinShare) while the load was not calm: they were behind
-// for at least restCalmShare of the time, the share under which the load
-// review calls a worker calm. NB: both, because a worker that finds a
-// record at every round at light load (one hosting a resting worker's
-// tasks) is busy all the time, yet calm, with room to spare.
+// guaranteed (bgMinShare), however far behind they were: a worker that
+// finds records at every round yet keeps up (a paced source at half the
+// machine's load) has no idle round to give, and its work would wait the
+// patience and then run in a fifth of it; on the pool's thread it ends
+// sooner (docs/perf.md, "Long runs"). NB: a worker that finds a record at
+// every round because it hosts a resting worker's tasks is no case for
+// the pool's thread: the pool then has a worker to spare, which every
+// caller checks first, and the work goes there.
 func (p *bgPolicy) saturated() bool {
-	if p.n < bgSaturatedWindows {
-		return false
-	}
-	idle, behind := p.shares()
-	return idle < bgMinShare && behind >= restCalmShare
+	return p.n >= bgSaturatedWindows && p.idleShare() < bgMinShare
 }
 
 // bgRound is what a worker with pending background work observed in one

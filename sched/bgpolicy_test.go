@@ -14,9 +14,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 // TestBackgroundScenarios runs the narrated scenarios of the background
 // policy in testdata/background/*.txt. Commands:
 //
-//	observe now=D busy=D [behind=D]
-//	                        (the worker's cumulative time in rounds with progress,
-//	                        and in rounds where a task was Backlogged: busy if not given)
+//	observe now=D busy=D    (the worker's cumulative time in rounds with progress)
 //	round now=D [progress=B] [resting=B] [running=B] [spare=B] [patient-from=D] [cpu=D]
 //	drained                 (the worker's last pending job ended)
 //	state
@@ -33,13 +31,11 @@ func TestBackgroundScenarios(t *testing.T) {
 func runBackgroundCommand(t *testing.T, p *bgPolicy, c scenario.Command) []string {
 	switch c.Name {
 	case "observe":
-		c.Allow(t, "now busy behind")
-		busy := c.Duration(t, "busy", 0)
-		if !p.observe(c.Duration(t, "now", 0), busy, c.Duration(t, "behind", busy)) {
+		c.Allow(t, "now busy")
+		if !p.observe(c.Duration(t, "now", 0), c.Duration(t, "busy", 0)) {
 			return []string{"-"}
 		}
-		idle, behind := p.shares()
-		return []string{fmt.Sprintf("mean idle=%.2f behind=%.2f saturated=%v", idle, behind, p.saturated())}
+		return []string{fmt.Sprintf("mean idle=%.2f saturated=%v", p.idleShare(), p.saturated())}
 	case "round":
 		c.Allow(t, "now progress resting running spare patient-from cpu")
 		r := bgRound{now: c.Duration(t, "now", 0), progress: c.Bool(t, "progress", false),
@@ -64,8 +60,7 @@ func runBackgroundCommand(t *testing.T, p *bgPolicy, c scenario.Command) []strin
 		if p.lastCPU != afterIdle {
 			cpu = time.Duration(p.lastCPU).String()
 		}
-		idle, behind := p.shares()
-		return []string{fmt.Sprintf("mean idle=%.2f behind=%.2f saturated=%v last-slice=%s last-cpu=%s", idle, behind, p.saturated(), last, cpu)}
+		return []string{fmt.Sprintf("mean idle=%.2f saturated=%v last-slice=%s last-cpu=%s", p.idleShare(), p.saturated(), last, cpu)}
 	}
 	t.Fatalf("%s: unknown command %q", c.Where, c.Name)
 	return nil

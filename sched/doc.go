@@ -221,18 +221,19 @@
 // The guarantee (DESIGN.md's invariant 6): while work is pending, it runs
 // at a share of at least bgMinShare (1/5) of a core, whatever the load. A
 // worker measures, over windows of 10ms, the share of its time in rounds
-// where no task made progress (idle), and in rounds where one was behind
-// (Backlogged), and averages both over the last five windows. While the
-// idle share is at least 1/5, the work runs in that idle time, where it
-// delays no record by more than a Pause, or in busy slices once it has
-// waited its patience. When it is less while the tasks were behind for at
-// least a tenth of the time (the share under which the load review calls
-// a worker calm: one that finds a record at every round at light load is
-// busy, yet calm), the worker is saturated: a burst of work for the
-// tasks, such as the copy-on-write after a barrier, is not, as the
-// average spans 50ms, nor is any worker while another rests, is asked to
-// or is lent (the pool then has a core to spare, and worker 0 passes its
-// jobs there). Jobs of a saturated worker that have not started go to
+// where no task made progress (idle), and averages it over the last five
+// windows. While the idle share is at least 1/5, the work runs in that
+// idle time, where it delays no record by more than a Pause, or in busy
+// slices once it has waited its patience. When it is less, the worker is
+// saturated, whether or not its tasks fall behind: one that finds a record
+// at every round of a paced source keeps up with it, yet gives the work no
+// idle round, and the work would wait its patience and then run in a fifth
+// of the worker. A burst of work for the tasks, such as the copy-on-write
+// after a barrier, is no saturation, as the average spans 50ms, nor is any
+// worker's load while another rests, is asked to or is lent (the pool then
+// has a core to spare, and worker 0 passes its jobs there: at light load
+// the worker hosting a resting one's tasks also finds a record at every
+// round). Jobs of a saturated worker that have not started go to
 // the pool's own thread: an OS thread at the process's normal niceness,
 // which the kernel's fair scheduler shares the cores with, as it does
 // each worker (beside W busy workers on W cores it gets about W/(W+1) of

@@ -108,8 +108,8 @@ const (
 	// bgMinShare is the share of one core a worker's pending background
 	// work is guaranteed. A worker whose tasks left it at least this much
 	// idle time (averaged over bgSaturatedWindows windows) runs the work
-	// there; one whose tasks left less at a load that is not calm (it is
-	// saturated) hands its work to the pool's own thread, which the
+	// there; one whose tasks left less (it is saturated) hands its work
+	// to the pool's own thread, which the
 	// kernel's fair scheduler gives a share of the cores like any
 	// worker's. At 1/5 the asynchronous part of a
 	// checkpoint takes at most about five times its own CPU time; a
@@ -123,8 +123,7 @@ const (
 	bgWindow = 10 * time.Millisecond
 	// bgSaturatedWindows is how many windows a worker's measurements are
 	// averaged over: it is saturated when, over the last ones, its tasks
-	// left it under bgMinShare idle and were behind for at least
-	// restCalmShare of the time. A burst of work for the tasks, such as
+	// left it under bgMinShare idle. A burst of work for the tasks, such as
 	// the copy-on-write after a checkpoint's barrier (a few milliseconds),
 	// is not saturation, and handing a large write-out to a thread of its
 	// own then takes a worker's core while the records of the burst wait;
