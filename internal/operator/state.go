@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/ringflow/ringflow/internal/intbits"
 	"github.com/ringflow/ringflow/snapshot/cow"
 )
 
@@ -196,7 +197,7 @@ func newCowCodec[T any](c Codec[T]) cow.Codec[T] {
 type varintCowCodec[T any] struct{ signed bool }
 
 func (c varintCowCodec[T]) Append(dst []byte, v T) []byte {
-	x := loadInt(unsafe.Pointer(&v), unsafe.Sizeof(v), c.signed)
+	x := intbits.Load(unsafe.Pointer(&v), unsafe.Sizeof(v), c.signed)
 	if c.signed {
 		return binary.AppendVarint(dst, int64(x))
 	}
@@ -229,41 +230,8 @@ func (c varintCowCodec[T]) Decode(src []byte) (T, int, error) {
 	case !fits:
 		return v, 0, fmt.Errorf("%T: %d out of range", v, x)
 	}
-	storeInt(unsafe.Pointer(&v), unsafe.Sizeof(v), x)
+	intbits.Store(unsafe.Pointer(&v), unsafe.Sizeof(v), x)
 	return v, n, nil
-}
-
-// loadInt reads the integer of size bytes at p, sign-extended if signed.
-func loadInt(p unsafe.Pointer, size uintptr, signed bool) uint64 {
-	switch {
-	case size == 1 && signed:
-		return uint64(*(*int8)(p))
-	case size == 1:
-		return uint64(*(*uint8)(p))
-	case size == 2 && signed:
-		return uint64(*(*int16)(p))
-	case size == 2:
-		return uint64(*(*uint16)(p))
-	case size == 4 && signed:
-		return uint64(*(*int32)(p))
-	case size == 4:
-		return uint64(*(*uint32)(p))
-	}
-	return *(*uint64)(p)
-}
-
-// storeInt writes the low size bytes of x at p.
-func storeInt(p unsafe.Pointer, size uintptr, x uint64) {
-	switch size {
-	case 1:
-		*(*uint8)(p) = uint8(x)
-	case 2:
-		*(*uint16)(p) = uint16(x)
-	case 4:
-		*(*uint32)(p) = uint32(x)
-	default:
-		*(*uint64)(p) = x
-	}
 }
 
 // NB: passing &v through the Codec interface moves v to the heap: one

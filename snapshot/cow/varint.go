@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"reflect"
 	"unsafe"
+
+	"github.com/ringflow/ringflow/internal/intbits"
 )
 
 // VarintCodec is implemented by a Codec of an integer type that writes a
@@ -60,32 +62,13 @@ func appendVarintPage[K comparable, V any](dst []byte, r *pageRef[K, V], dirtyOn
 		}
 		for ; word != 0; word &= word - 1 {
 			sl := r.slot(uint64(w*64 + bits.TrailingZeros64(word)))
-			k := widen(unsafe.Pointer(&sl.key), unsafe.Sizeof(sl.key), f.keySigned)
-			v := widen(unsafe.Pointer(&sl.val), unsafe.Sizeof(sl.val), f.valSigned)
+			k := intbits.Load(unsafe.Pointer(&sl.key), unsafe.Sizeof(sl.key), f.keySigned)
+			v := intbits.Load(unsafe.Pointer(&sl.val), unsafe.Sizeof(sl.val), f.valSigned)
 			dst = binary.AppendUvarint(dst, zigzag(k, f.keySigned))
 			dst = binary.AppendUvarint(dst, zigzag(v, f.valSigned))
 		}
 	}
 	return dst
-}
-
-// widen returns the integer of size bytes at p, sign-extended if signed.
-func widen(p unsafe.Pointer, size uintptr, signed bool) uint64 {
-	switch {
-	case size == 8:
-		return *(*uint64)(p)
-	case size == 4 && signed:
-		return uint64(*(*int32)(p))
-	case size == 4:
-		return uint64(*(*uint32)(p))
-	case size == 2 && signed:
-		return uint64(*(*int16)(p))
-	case size == 2:
-		return uint64(*(*uint16)(p))
-	case signed:
-		return uint64(*(*int8)(p))
-	}
-	return uint64(*(*uint8)(p))
 }
 
 // zigzag returns x zig-zag encoded if signed (as binary.AppendVarint
