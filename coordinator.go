@@ -596,6 +596,8 @@ const timerProbeSlack = time.Millisecond
 
 // Snapshotted implements operator.Coordinator: the report is written as
 // background work of the task's worker, or else by the writer goroutine.
+// Work of its parts that the commit waits for and that needs nothing of
+// the write-out (operator.EarlyBeforeCommit: a sink's sync) starts here.
 func (c *coordinator) Snapshotted(t *operator.Task, r *operator.SnapshotReport) {
 	c.mu.Lock()
 	f := c.mu.inflight[r.ID]
