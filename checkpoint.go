@@ -59,6 +59,15 @@ type CheckpointConfig struct {
 	// savepoints, each into a new directory of its own in it (Flink's
 	// state.savepoints.dir).
 	SavepointDir string
+	// NoRaise leaves a subtask's synchronous part of a snapshot in the
+	// fair scheduling class. By default its thread is raised to the
+	// real-time class (SCHED_FIFO, lowest priority) for the part's few
+	// microseconds, so that no other thread of the machine's fair class —
+	// another job's, the runtime's, the checkpoint's own write-out — takes
+	// its core in the middle of it and stretches the stop in processing
+	// to a scheduler's turn. That needs CAP_SYS_NICE or an RLIMIT_RTPRIO
+	// above 0; without either the part runs unraised, as with NoRaise.
+	NoRaise bool
 	// store options for tests (fault injection).
 	storeOptions snapshot.Options
 }

@@ -52,7 +52,11 @@
 // the rings; tasks align them (or, with an alignment timeout, switch to
 // unaligned checkpoints that record in-flight data); keyed state is frozen
 // copy-on-write and written to a Pebble store in the background; a
-// checkpoint exists once its manifest is durable. A job started on a state
+// checkpoint exists once its manifest is durable. The freeze — a
+// snapshot's synchronous part, the one stop in a task's processing —
+// runs with its thread raised to the real-time class where the process
+// may use it (CheckpointConfig.NoRaise), so that the kernel does not hand
+// its core to another thread in the middle of it. A job started on a state
 // directory resumes from its latest complete checkpoint, a failing task
 // makes the job restore it in place (RestartStrategy), and transactional
 // sinks commit output only when a checkpoint covering it completes, so the

@@ -73,6 +73,7 @@ func (j *Job) run(ctx context.Context) error {
 		return err
 	}
 	defer restoreProcs()
+	j.checkRaise()
 	var store *snapshot.Store
 	if ck := j.cfg.Checkpoint; ck.enabled() {
 		opts := ck.storeOptions
@@ -589,7 +590,7 @@ func (p *physical) close() {
 func (p *physical) checkpointing(t *operator.Task, w *sched.Worker) error {
 	ck := p.job.cfg.Checkpoint
 	t.Checkpoints = &operator.Checkpoints{Waker: w, Unaligned: ck.alignTimeout() == 0,
-		MayUnalign: ck.alignTimeout() >= 0}
+		MayUnalign: ck.alignTimeout() >= 0, Raise: !ck.NoRaise}
 	if len(t.Inputs) == 0 {
 		return nil
 	}
@@ -829,6 +830,24 @@ func (j *Job) fitProcs() (restore func(), err error) {
 	}
 	runtime.GOMAXPROCS(raiseTo)
 	return func() { runtime.GOMAXPROCS(procs) }, nil
+}
+
+// checkRaise logs, once per process, that snapshots' synchronous parts
+// cannot be raised to the real-time class (CheckpointConfig.NoRaise) when
+// the kernel refuses it.
+func (j *Job) checkRaise() {
+	if ck := j.cfg.Checkpoint; !ck.enabled() || ck.NoRaise || affinity.RealtimeRefused() {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		affinity.Raise().Lower()
+	}()
+	<-done
+	if affinity.RealtimeRefused() {
+		j.cfg.Logger.Info("ringflow: the process may not use SCHED_FIFO (it needs CAP_SYS_NICE or RLIMIT_RTPRIO), so snapshots' synchronous parts run in the fair class, where preemption can stretch them (CheckpointConfig.NoRaise)")
+	}
 }
 
 // fitProcs returns the number of workers of a run with the given Workers

@@ -156,6 +156,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	f.http.register(fs)
 	fs.Uint64Var(&c.HotKeys, "hot-keys", 0, "after the first --keys records, which take every key once, draw keys below this only (0: all keys, uniformly)")
 	fs.DurationVar(&c.Checkpoint.Interval, "checkpoint-interval", 0, "ringflow checkpoint interval (0: no checkpoints)")
+	fs.BoolVar(&c.Checkpoint.NoRaise, "no-raise", false, "leave each snapshot's synchronous part in the fair scheduling class (by default its thread is raised to SCHED_FIFO for it, where the process may)")
 	fs.StringVar(&c.Checkpoint.StateDir, "state-dir", "", "checkpoint store directory; a run on one holding a checkpoint resumes from it (default: a fresh temporary directory, removed at exit)")
 	fs.StringVar(&c.SinkDir, "sink-dir", "", "write the output, one line per record, through ringflow's transactional file sink into this directory (needs checkpoints)")
 	fs.StringVar(&f.mode, "mode", "exactly-once", "checkpoint mode: exactly-once or at-least-once")

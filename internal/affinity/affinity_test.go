@@ -128,3 +128,101 @@ func TestSetPolicy(t *testing.T) {
 	}()
 	<-done
 }
+
+// onOwnThread runs f on a goroutine locked to a thread that exits with it,
+// so that no other goroutine inherits the scheduling f leaves behind.
+func onOwnThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		f()
+	}()
+	<-done
+}
+
+func TestRaiseAndLower(t *testing.T) {
+	onOwnThread(func() {
+		before := Policy{Batch: true, Nice: 5, Slice: ShortSlice}
+		if err := SetPolicy(before); err != nil {
+			t.Error(err)
+			return
+		}
+		r := Raise()
+		if RealtimeRefused() {
+			t.Skip("the kernel refuses SCHED_FIFO to this process (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)")
+		}
+		attr, err := unix.SchedGetAttr(0, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if attr.Policy != unix.SCHED_FIFO || attr.Priority != 1 {
+			t.Errorf("raised thread: policy %d priority %d, want SCHED_FIFO (%d) priority 1", attr.Policy, attr.Priority, unix.SCHED_FIFO)
+		}
+		r.Lower()
+		after, err := ThreadPolicy()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if after.Slice == 0 {
+			before.Slice = 0 // a kernel without custom slices
+		}
+		if after != before {
+			t.Errorf("lowered thread's policy %+v, want the one before Raise, %+v", after, before)
+		}
+		Raised{}.Lower() // the refused form does nothing
+	})
+}
+
+// TestRaisedKeepsItsCore runs a thread that spins on a CPU beside another
+// spinning thread pinned to the same CPU: raised, it is never switched out
+// for the other, so it counts no preemption while it spins.
+func TestRaisedKeepsItsCore(t *testing.T) {
+	cpus, err := Usable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := cpus[len(cpus)-1]
+	var stop atomic.Bool
+	var rival sync.WaitGroup
+	rival.Add(1)
+	go func() {
+		defer rival.Done()
+		unpin, err := Pin(cpu)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer unpin()
+		for !stop.Load() {
+		}
+	}()
+	defer func() { stop.Store(true); rival.Wait() }()
+	onOwnThread(func() {
+		if _, err := Pin(cpu); err != nil {
+			t.Error(err)
+			return
+		}
+		spin := func() int64 {
+			before := Preemptions()
+			for start := ThreadCPU(); ThreadCPU()-start < 30*time.Millisecond; {
+			}
+			return Preemptions() - before
+		}
+		unraised := spin()
+		r := Raise()
+		if RealtimeRefused() {
+			t.Skip("the kernel refuses SCHED_FIFO to this process (no CAP_SYS_NICE, RLIMIT_RTPRIO 0)")
+		}
+		raised := spin()
+		r.Lower()
+		t.Logf("preemptions in 30ms of CPU beside a spinning thread: %d unraised, %d raised", unraised, raised)
+		// NB: one is allowed for the kernel's per-CPU stop-class threads
+		// (migration), which outrank every real-time thread.
+		if raised > 1 {
+			t.Errorf("a raised thread was preempted %d times in 30ms of its CPU time", raised)
+		}
+	})
+}

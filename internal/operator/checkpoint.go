@@ -108,6 +108,10 @@ type Checkpoints struct {
 	// timeout, or Unaligned): sources then send barriers ahead of output
 	// waiting for room.
 	Unaligned, MayUnalign bool
+	// Raise runs the synchronous part of each snapshot with the thread in
+	// the real-time class (affinity.Raise), so that preemption does not
+	// stretch it.
+	Raise bool
 
 	mail struct {
 		sync.Mutex
@@ -292,6 +296,9 @@ func (t *Task) sourceCheckpoint(m message, now time.Time) error {
 // snapshot takes the synchronous part of checkpoint id: the source's
 // position and every operator's frozen state, in chain order.
 func (t *Task) snapshot(id uint64, trigger time.Time) error {
+	if t.Checkpoints.Raise {
+		defer affinity.Raise().Lower()
+	}
 	start, cpu := time.Now(), affinity.ThreadCPU()
 	r := t.Checkpoints.next
 	t.Checkpoints.next = nil
