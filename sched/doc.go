@@ -239,7 +239,8 @@
 // each worker (beside W busy workers on W cores it gets about W/(W+1) of
 // a core). For these jobs its policy is SCHED_BATCH: woken, it waits for
 // the running worker's turn to end rather than preempting it, so a worker
-// is not switched out half-way through a barrier's synchronous snapshot.
+// is not switched out half-way through a barrier's synchronous snapshot
+// where the process may not raise that to the real-time class.
 // A job queued while the worker is saturated goes there directly, and so
 // do later ones while any is still there, so that they run in the order
 // queued. A job already running as a coroutine of the worker's thread

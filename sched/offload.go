@@ -18,9 +18,11 @@ import (
 // fair scheduler gives it a share of the cores as it does each worker,
 // and the work's duration is set by its own size rather than by how busy
 // the tasks are. Its policy is SCHED_BATCH: when it wakes it waits for the
-// running worker's turn to end instead of preempting it, so that a worker
-// is not switched out in the middle of a barrier's synchronous snapshot,
-// which takes microseconds, by work that can wait for a tick. Work handed
+// running worker's turn to end instead of preempting it, so that work
+// that can wait for a tick does not switch a worker out in the middle of
+// a barrier's synchronous snapshot, which takes microseconds, where the
+// process may not raise the snapshot to the real-time class (see
+// affinity.Raise). Work handed
 // over with Pool.Offload (a commit) runs under the default policy
 // instead: it sleeps on the disk several times, and under SCHED_BATCH it
 // would wait for a worker's turn to end at every wake-up; it has little to

@@ -92,12 +92,7 @@ func TestYieldLetsTheWorldStop(t *testing.T) {
 // TestSetPolicy: the thread's policy, niceness and slice are what
 // SetPolicy set, and it can go back to the default.
 func TestSetPolicy(t *testing.T) {
-	// NB: on a thread of its own that exits with the goroutine (never
-	// unlocked), so that no other goroutine inherits what is set here.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
+	onOwnThread(func() {
 		def, err := ThreadPolicy()
 		if err != nil {
 			t.Error(err)
@@ -125,8 +120,7 @@ func TestSetPolicy(t *testing.T) {
 				t.Errorf("SetPolicy(%+v): the thread's policy is %+v", want, got)
 			}
 		}
-	}()
-	<-done
+	})
 }
 
 // onOwnThread runs f on a goroutine locked to a thread that exits with it,
