@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"fmt"
 	"math"
 	"runtime/metrics"
 	"slices"
@@ -61,8 +62,17 @@ type Checkpoint struct {
 	AlignmentMax time.Duration `json:"alignment_max_ns"`
 	// SyncCPUMax is the longest time a subtask's thread was on its core
 	// in its synchronous part: SyncMax less the time it was preempted.
-	SyncCPUMax   time.Duration `json:"sync_cpu_max_ns"`
-	BytesWritten uint64        `json:"bytes_written"`
+	SyncCPUMax time.Duration `json:"sync_cpu_max_ns"`
+	// Where the duration went, as offsets from the trigger: Barriers is
+	// when the last subtask began its synchronous part (the barriers had
+	// reached every subtask and been aligned), Written when every part
+	// had been written. The rest of Duration is the commit.
+	Barriers time.Duration `json:"barriers_ns"`
+	Written  time.Duration `json:"written_ns"`
+	// WrittenLast names the subtask whose part was written last, by the
+	// head operator of its chain ("count#1").
+	WrittenLast  string `json:"written_last,omitempty"`
+	BytesWritten uint64 `json:"bytes_written"`
 	// Child and At say which child took it and when the parent learnt of
 	// it (since the soak started); the parent sets them.
 	Child int           `json:"child,omitempty"`
@@ -71,14 +81,24 @@ type Checkpoint struct {
 
 // CheckpointOf returns the Checkpoint of a job's checkpoint statistics.
 func CheckpointOf(s ringflow.CheckpointStats) Checkpoint {
-	c := Checkpoint{ID: s.ID, Status: s.Status, Final: s.Final, Duration: s.Duration, BytesWritten: s.BytesWritten}
+	c := Checkpoint{ID: s.ID, Status: s.Status, Final: s.Final, Duration: s.Duration, Written: s.Written,
+		BytesWritten: s.BytesWritten}
+	var last time.Duration
 	for _, st := range s.Subtasks {
+		if st.Acked > last {
+			last, c.WrittenLast = st.Acked, fmt.Sprintf("%s#%d", st.Operator, st.Subtask)
+		}
+		c.Barriers = max(c.Barriers, st.Snapshot)
 		c.SyncMax = max(c.SyncMax, st.Sync)
 		c.SyncCPUMax = max(c.SyncCPUMax, st.SyncCPU)
 		c.AlignmentMax = max(c.AlignmentMax, st.Alignment)
 	}
 	return c
 }
+
+// Commit is the part of the duration after every part was written: the
+// commit's CPU work and the syncs that make the checkpoint durable.
+func (c Checkpoint) Commit() time.Duration { return max(0, c.Duration-c.Written) }
 
 // Completed reports whether the checkpoint completed; Failed whether it
 // failed (a checkpoint in flight when its attempt ended is aborted,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringflow/ringflow"
 )
 
 // TestHeaderMatchesDoc: the package doc lists the CSV's columns, in the
@@ -158,8 +160,9 @@ func (s Summary) series(t *testing.T, name string) Series {
 func TestCheckpointSummary(t *testing.T) {
 	var cks []Checkpoint
 	for i := range 100 {
-		cks = append(cks, Checkpoint{ID: uint64(i + 1), Status: "completed", Duration: time.Duration(100-i) * time.Millisecond,
-			SyncMax: time.Duration(i+1) * time.Microsecond, BytesWritten: uint64(i)})
+		d := time.Duration(100-i) * time.Millisecond
+		cks = append(cks, Checkpoint{ID: uint64(i + 1), Status: "completed", Duration: d,
+			Barriers: d / 10, Written: d / 4, SyncMax: time.Duration(i+1) * time.Microsecond, BytesWritten: uint64(i)})
 	}
 	cks = append(cks, Checkpoint{ID: 101, Status: "failed: disk full", Duration: time.Hour},
 		Checkpoint{ID: 102, Status: "aborted: task failed", SyncMax: time.Hour})
@@ -173,6 +176,12 @@ func TestCheckpointSummary(t *testing.T) {
 	if s.SyncMax.Max != 100*time.Microsecond || s.Longest.ID != 1 || s.Stalled.ID != 100 || s.BytesMax != 99 {
 		t.Errorf("sync %+v, longest %d, stalled %d, bytes %d; want max 100µs, checkpoints 1 and 100, 99 bytes",
 			s.SyncMax, s.Longest.ID, s.Stalled.ID, s.BytesMax)
+	}
+	if s.Barriers.Max != 10*time.Millisecond || s.Written.P50 != 12500*time.Microsecond || s.Commit.Max != 75*time.Millisecond {
+		t.Errorf("barriers %+v, written %+v, commit %+v; want max 10ms, p50 12.5ms, max 75ms", s.Barriers, s.Written, s.Commit)
+	}
+	if len(s.Tail) != 2 || s.Tail[0].ID != 1 || s.Tail[1].ID != 2 || s.Tail[1].Commit() != 74250*time.Microsecond {
+		t.Errorf("tail %+v, want checkpoints 1 and 2 (at and over p99), the second with a commit of 74.25ms", s.Tail)
 	}
 	summary := Summary{Checkpoints: s, Restarts: 3, Failures: 2}
 	v := summary.Violations(Bounds{MaxRSSGrowthPct: -1, MaxFailedCheckpoints: 0})
@@ -330,5 +339,23 @@ func TestReadCSVWithoutLaterColumns(t *testing.T) {
 	if _, err := ReadCSV(strings.NewReader(strings.Join(names[:requiredColumns-1], ","))); err == nil ||
 		!strings.Contains(err.Error(), `column 29 of the header is nothing, want "kills"`) {
 		t.Fatalf("a header short of the required columns: %v", err)
+	}
+}
+
+// TestCheckpointOf: a checkpoint's split comes from its subtasks' stats:
+// the latest synchronous part for the barriers, the last acknowledgement
+// for which part was written last.
+func TestCheckpointOf(t *testing.T) {
+	s := ringflow.CheckpointStats{ID: 9, Status: "completed", Duration: 50 * time.Millisecond, Written: 30 * time.Millisecond,
+		Subtasks: []ringflow.SubtaskCheckpointStats{
+			{Operator: "src", Subtask: 0, Snapshot: time.Millisecond, Acked: 2 * time.Millisecond},
+			{Operator: "count", Subtask: 1, Snapshot: 4 * time.Millisecond, Acked: 30 * time.Millisecond, Sync: 90 * time.Microsecond},
+			{Operator: "count", Subtask: 0, Snapshot: 3 * time.Millisecond, Acked: 21 * time.Millisecond},
+		}}
+	c := CheckpointOf(s)
+	if c.Barriers != 4*time.Millisecond || c.Written != 30*time.Millisecond || c.WrittenLast != "count#1" ||
+		c.Commit() != 20*time.Millisecond || c.SyncMax != 90*time.Microsecond {
+		t.Errorf("got barriers %v, written %v by %q, commit %v, sync %v; want 4ms, 30ms by count#1, 20ms, 90µs",
+			c.Barriers, c.Written, c.WrittenLast, c.Commit(), c.SyncMax)
 	}
 }

@@ -49,6 +49,13 @@ type CheckpointSummary struct {
 	// SyncCPUMax is over their longest times on CPU in a synchronous
 	// part (Checkpoint.SyncCPUMax).
 	SyncCPUMax Quantiles
+	// Barriers, Written and Commit split the durations (see Checkpoint):
+	// each is over the completed checkpoints, so their p99s need not add
+	// up to the duration's.
+	Barriers, Written, Commit Quantiles
+	// Tail is the completed checkpoints at or over the duration's p99,
+	// longest first (at most tailMax), with where their time went.
+	Tail []Checkpoint
 	// Longest and Stalled are the completed checkpoints with the longest
 	// duration and with the longest synchronous part.
 	Longest, Stalled Checkpoint
@@ -145,7 +152,8 @@ func rssGrowth(samples []Sample, after int) float64 {
 
 func summarizeCheckpoints(cks []Checkpoint) CheckpointSummary {
 	var s CheckpointSummary
-	var durations, syncs, syncCPUs []time.Duration
+	var durations, syncs, syncCPUs, barriers, written, commits []time.Duration
+	var done []Checkpoint
 	for _, c := range cks {
 		switch {
 		case c.Completed():
@@ -160,6 +168,10 @@ func summarizeCheckpoints(cks []Checkpoint) CheckpointSummary {
 		durations = append(durations, c.Duration)
 		syncs = append(syncs, c.SyncMax)
 		syncCPUs = append(syncCPUs, c.SyncCPUMax)
+		barriers = append(barriers, c.Barriers)
+		written = append(written, c.Written)
+		commits = append(commits, c.Commit())
+		done = append(done, c)
 		if c.Duration > s.Longest.Duration {
 			s.Longest = c
 		}
@@ -169,8 +181,20 @@ func summarizeCheckpoints(cks []Checkpoint) CheckpointSummary {
 		s.BytesMax = max(s.BytesMax, c.BytesWritten)
 	}
 	s.Duration, s.SyncMax, s.SyncCPUMax = QuantilesOf(durations), QuantilesOf(syncs), QuantilesOf(syncCPUs)
+	s.Barriers, s.Written, s.Commit = QuantilesOf(barriers), QuantilesOf(written), QuantilesOf(commits)
+	slices.SortStableFunc(done, func(a, b Checkpoint) int { return cmp.Compare(b.Duration, a.Duration) })
+	for _, c := range done {
+		if c.Duration < s.Duration.P99 || len(s.Tail) == tailMax {
+			break
+		}
+		s.Tail = append(s.Tail, c)
+	}
 	return s
 }
+
+// tailMax is the most checkpoints CheckpointSummary.Tail lists: the 1%
+// over p99 of a 30-minute soak with 1 s checkpoints is 18.
+const tailMax = 32
 
 // Bounds are what a soak asserts; a negative bound is not checked.
 type Bounds struct {

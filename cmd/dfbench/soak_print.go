@@ -129,7 +129,20 @@ func printSoak(w io.Writer, f soakFlags, s *soaker, sum soak.Summary, check *soa
 			us(ck.SyncMax.P50), us(ck.SyncMax.P99), us(ck.SyncMax.Max), ck.Stalled.ID, ck.Stalled.Child, ck.Stalled.At.Round(time.Second))
 		fmt.Fprintf(w, "    on cpu   p50 %.1f, p99 %.1f, max %.1f µs: of those parts, the time their threads ran (the rest they were preempted)\n",
 			us(ck.SyncCPUMax.P50), us(ck.SyncCPUMax.P99), us(ck.SyncCPUMax.Max))
-		fmt.Fprintf(w, "  written    at most %.2f MB by one checkpoint\n", float64(ck.BytesMax)/1e6)
+		fmt.Fprintf(w, "  barriers   p50 %.1f, p99 %.1f, max %.1f ms: trigger to the last subtask's synchronous part\n",
+			ms(ck.Barriers.P50), ms(ck.Barriers.P99), ms(ck.Barriers.Max))
+		fmt.Fprintf(w, "  written    p50 %.1f, p99 %.1f, max %.1f ms: trigger to every part written\n",
+			ms(ck.Written.P50), ms(ck.Written.P99), ms(ck.Written.Max))
+		fmt.Fprintf(w, "  commit     p50 %.1f, p99 %.1f, max %.1f ms: written to durable\n",
+			ms(ck.Commit.P50), ms(ck.Commit.P99), ms(ck.Commit.Max))
+		fmt.Fprintf(w, "  bytes      at most %.2f MB by one checkpoint\n", float64(ck.BytesMax)/1e6)
+		if len(ck.Tail) > 0 {
+			fmt.Fprintf(w, "  at or over p99 (ms: duration = barriers + writing + commit):\n")
+			for _, c := range ck.Tail {
+				fmt.Fprintf(w, "    checkpoint %d (child %d, at %v): %.1f = %.1f + %.1f + %.1f; written last: %s\n", c.ID, c.Child,
+					c.At.Round(time.Second), ms(c.Duration), ms(c.Barriers), ms(c.Written-c.Barriers), ms(c.Commit()), c.WrittenLast)
+			}
+		}
 	}
 	if st := sum.Stalls; len(st.ByCause) > 0 {
 		var parts []string
@@ -218,9 +231,29 @@ type soakCkJSON struct {
 	SyncMaxUs  ckQuantiles `json:"sync_max_us"` // of each checkpoint's longest synchronous part
 	// of each checkpoint's longest time on CPU in a synchronous part
 	SyncCPUMaxUs ckQuantiles `json:"sync_cpu_max_us"`
-	LongestID    uint64      `json:"longest_id"` // the checkpoint of the longest duration
-	StalledID    uint64      `json:"stalled_id"` // the checkpoint of the longest synchronous part
-	BytesMax     uint64      `json:"bytes_max"`
+	// Where the durations went (soak.Checkpoint): trigger to the last
+	// synchronous part, trigger to every part written, written to durable.
+	BarriersMs ckQuantiles    `json:"barriers_ms"`
+	WrittenMs  ckQuantiles    `json:"written_ms"`
+	CommitMs   ckQuantiles    `json:"commit_ms"`
+	Tail       []soakTailJSON `json:"tail"`       // at or over the duration's p99, longest first
+	LongestID  uint64         `json:"longest_id"` // the checkpoint of the longest duration
+	StalledID  uint64         `json:"stalled_id"` // the checkpoint of the longest synchronous part
+	BytesMax   uint64         `json:"bytes_max"`
+}
+
+// soakTailJSON is one of the slowest checkpoints of a soak.
+type soakTailJSON struct {
+	ID         uint64  `json:"id"`
+	Child      int     `json:"child"`
+	AtS        float64 `json:"at_s"`
+	DurationMs float64 `json:"duration_ms"`
+	BarriersMs float64 `json:"barriers_ms"`
+	WrittenMs  float64 `json:"written_ms"`
+	CommitMs   float64 `json:"commit_ms"`
+	SyncMaxUs  float64 `json:"sync_max_us"`
+	// WrittenLast is the subtask whose part was written last.
+	WrittenLast string `json:"written_last"`
 }
 
 // soakStallsJSON is the job's stalls: counted by cause, and the longest
@@ -250,10 +283,17 @@ func soakJSONOf(f soakFlags, s *soaker, sum soak.Summary, check *soakCheck, viol
 		Checkpoints: soakCkJSON{Completed: ck.Completed, Failed: ck.Failed, Aborted: ck.Aborted,
 			DurationMs: q(ck.Duration, time.Millisecond), SyncMaxUs: q(ck.SyncMax, time.Microsecond),
 			SyncCPUMaxUs: q(ck.SyncCPUMax, time.Microsecond),
-			LongestID:    ck.Longest.ID, StalledID: ck.Stalled.ID, BytesMax: ck.BytesMax},
+			BarriersMs:   q(ck.Barriers, time.Millisecond), WrittenMs: q(ck.Written, time.Millisecond),
+			CommitMs: q(ck.Commit, time.Millisecond), Tail: []soakTailJSON{},
+			LongestID: ck.Longest.ID, StalledID: ck.Stalled.ID, BytesMax: ck.BytesMax},
 		RSSGrowthPct: sum.RSSGrowth * 100, Failures: sum.Failures, Restarts: sum.Restarts, Kills: sum.Kills,
 		Children: s.children, Violations: violations,
 		Stalls: soakStallsJSON{ByCause: sum.Stalls.ByCause, Longest: []string{}}}
+	for _, c := range ck.Tail {
+		out.Checkpoints.Tail = append(out.Checkpoints.Tail, soakTailJSON{ID: c.ID, Child: c.Child, AtS: c.At.Seconds(),
+			DurationMs: ms(c.Duration), BarriersMs: ms(c.Barriers), WrittenMs: ms(c.Written), CommitMs: ms(c.Commit()),
+			SyncMaxUs: us(c.SyncMax), WrittenLast: c.WrittenLast})
+	}
 	if out.Stalls.ByCause == nil {
 		out.Stalls.ByCause = map[string]int{}
 	}
