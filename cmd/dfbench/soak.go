@@ -368,9 +368,18 @@ type folding struct {
 	err    error
 }
 
-// startFolding starts folding with --sink-keep, every --interval; without
-// it, the output is read at the end and a folding that never fails is
-// returned.
+// foldPolls is how many times a checkpoint interval the fold looks for
+// newly committed part files, so that it reads each soon after the commit
+// that made it, before the next checkpoint starts. A read at the sampling
+// clock's ticks, which drift against the checkpoints', lands for minutes
+// at a time on the next checkpoint's write-out, and at millions of lines
+// a second it takes most of a core while it lasts: at half load that set
+// the checkpoints' p99 (see docs/perf.md, "Long runs").
+const foldPolls = 20
+
+// startFolding starts folding with --sink-keep, foldPolls times a
+// checkpoint interval; without it, the output is read at the end and a
+// folding that never fails is returned.
 func (s *soaker) startFolding() *folding {
 	f := &folding{stop: make(chan struct{}), failed: make(chan struct{}), done: make(chan struct{})}
 	if s.f.sinkKeep == 0 || s.output == nil {
@@ -379,7 +388,7 @@ func (s *soaker) startFolding() *folding {
 	}
 	go func() {
 		defer close(f.done)
-		t := time.NewTicker(s.f.job.Interval)
+		t := time.NewTicker(s.f.job.CheckpointInterval / foldPolls)
 		defer t.Stop()
 		for {
 			select {
