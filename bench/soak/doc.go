@@ -121,5 +121,8 @@
 // The checkpoints are summed up over the whole soak: completed, failed and
 // aborted; p50, p99 (nearest rank) and maximum of the completed ones'
 // durations and of their longest synchronous parts; and the worst
-// checkpoint of each.
+// checkpoint of each. Each duration is also split where its time went:
+// barriers (trigger to the last synchronous part), writing (to every part
+// written) and commit (the rest), with p50, p99 and maximum of each part
+// and the checkpoints at or over the duration's p99 listed split so.
 package soak

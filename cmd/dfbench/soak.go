@@ -368,9 +368,10 @@ type folding struct {
 	err    error
 }
 
-// foldPolls is how many times a checkpoint interval the fold looks for
-// newly committed part files, so that it reads each soon after the commit
-// that made it, before the next checkpoint starts. A read at the sampling
+// foldPolls is how many times a checkpoint interval (at most once a
+// millisecond) the fold looks for newly committed part files, so that it
+// reads each soon after the commit that made it, before the next
+// checkpoint starts. A read at the sampling
 // clock's ticks, which drift against the checkpoints', lands for minutes
 // at a time on the next checkpoint's write-out, and at millions of lines
 // a second it takes most of a core while it lasts: at half load that set
@@ -388,7 +389,7 @@ func (s *soaker) startFolding() *folding {
 	}
 	go func() {
 		defer close(f.done)
-		t := time.NewTicker(s.f.job.CheckpointInterval / foldPolls)
+		t := time.NewTicker(max(s.f.job.CheckpointInterval/foldPolls, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
