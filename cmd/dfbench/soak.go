@@ -371,11 +371,11 @@ type folding struct {
 // foldPolls is how many times a checkpoint interval (at most once a
 // millisecond) the fold looks for newly committed part files, so that it
 // reads each soon after the commit that made it, before the next
-// checkpoint starts. A read at the sampling
-// clock's ticks, which drift against the checkpoints', lands for minutes
-// at a time on the next checkpoint's write-out, and at millions of lines
-// a second it takes most of a core while it lasts: at half load that set
-// the checkpoints' p99 (see docs/perf.md, "Long runs").
+// checkpoint starts. A read at the sampling clock's ticks, which drift
+// against the checkpoints', lands for minutes at a time on the next
+// checkpoint's write-out, and at millions of lines a second it takes
+// most of a core while it lasts: at half load that set the checkpoints'
+// p99 (see docs/perf.md, "Long runs").
 const foldPolls = 20
 
 // startFolding starts folding with --sink-keep, foldPolls times a
