@@ -61,6 +61,10 @@ type SubtaskCheckpointStats struct {
 	Async      time.Duration // background write of the snapshot
 	Bytes      uint64        // state bytes this subtask wrote
 	Unaligned  bool
+	// SyncCause, when Sync was longer than Config.StallBound, says where
+	// its time went (a Stall's Cause: "preempted", "stolen", "gc pause",
+	// ...; the part is also among Job.Stalls); "" otherwise.
+	SyncCause string
 	// InflightBytes is the in-flight data an unaligned snapshot persisted.
 	InflightBytes uint64
 	// LoopRecords is, for the head of an iteration (Iterate), the number
@@ -773,7 +777,7 @@ func (c *coordinator) write(f *inflight, w writeJob, p pauser) {
 		return
 	}
 	st := SubtaskCheckpointStats{Operator: w.task.Ctx.Operator, Subtask: w.task.Ctx.Subtask,
-		Sync: r.SyncDuration, SyncCPU: r.SyncCPU, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
+		Sync: r.SyncDuration, SyncCPU: r.SyncCPU, SyncCause: r.SyncCause, Async: time.Since(start), Bytes: sw.bytes, Unaligned: r.Align.Unaligned,
 		InflightBytes: inflight, LoopRecords: r.LoopRecords, LoopTimers: r.LoopTimers}
 	st.WaitedOn = -1
 	if r.Align.ID != 0 {

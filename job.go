@@ -93,11 +93,12 @@ type Config struct {
 	// others rest and worker 0 steps their tasks, leaving their cores to
 	// the rest of the process and the system (see package sched).
 	NoRest bool
-	// StallBound is the time over which a task's step is recorded as a
-	// stall, with where its time went (Job.Stalls): a diagnostic of what
-	// held processing up — preemption, page faults, a GC pause, a lock,
-	// or the step's own work. Default sched.DefaultStallBound (5ms);
-	// negative records none.
+	// StallBound is the time over which a task's step, or a checkpoint's
+	// synchronous part on its own, is recorded as a stall, with where its
+	// time went (Job.Stalls, and the part's SyncCause): a diagnostic of
+	// what held processing up — preemption, page faults, a GC pause, a
+	// lock, the host's steal, or the step's own work. Default
+	// sched.DefaultStallBound (5ms); negative records none.
 	StallBound time.Duration
 	// HugePages backs large keyed state (a subtask's tables past 8 MiB)
 	// with transparent huge pages where the kernel offers them
@@ -383,8 +384,9 @@ func (j *Job) WorkerStats() []WorkerStats {
 	return out
 }
 
-// Stall is a task's step that took longer than Config.StallBound, with
-// where its time went (see sched.Stall).
+// Stall is a task's step, or a checkpoint's synchronous part (Part), that
+// took longer than Config.StallBound, with where its time went (see
+// sched.Stall).
 type Stall = sched.Stall
 
 // Stalls returns the job's latest stalls, oldest first (the last 256 over

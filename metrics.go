@@ -18,8 +18,8 @@ type Metrics struct {
 	CheckpointsCompleted, CheckpointsFailed, CheckpointsAborted int
 	// Restarts counts the restarts after a failure.
 	Restarts int
-	// Stalls counts the task steps longer than Config.StallBound, by
-	// cause (see Job.Stalls).
+	// Stalls counts the task steps and synchronous parts longer than
+	// Config.StallBound, by cause (see Job.Stalls).
 	Stalls map[string]int64
 	// Workers are the worker threads' scheduler counters (Job.WorkerStats).
 	Workers []WorkerStats

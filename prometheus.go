@@ -23,7 +23,7 @@ import (
 //	ringflow_checkpoints_total{result}               result: completed, failed, aborted
 //	ringflow_restarts_total                          restarts after a failure
 //	ringflow_state_mapped_bytes                      keyed state outside the Go heap (the process's)
-//	ringflow_stalls_total{cause}                     steps over Config.StallBound (Job.Stalls)
+//	ringflow_stalls_total{cause}                     steps and synchronous parts over Config.StallBound (Job.Stalls)
 //	ringflow_worker_parks_total{worker}              sleeps with nothing to do
 //	ringflow_worker_preempted_total{worker}          switched out while runnable
 //	ringflow_channel_queued_bytes{from, to}          a ring's fill; from and to are
@@ -71,7 +71,7 @@ var (
 	descPreempted = prometheus.NewDesc("ringflow_worker_preempted_total",
 		"Times a worker's thread was switched out while it could run.", []string{"worker"}, nil)
 	descStalls = prometheus.NewDesc("ringflow_stalls_total",
-		"Task steps longer than the stall bound, by the likeliest cause.", []string{"cause"}, nil)
+		"Task steps and checkpoints' synchronous parts longer than the stall bound, by the likeliest cause.", []string{"cause"}, nil)
 	descQueued = prometheus.NewDesc("ringflow_channel_queued_bytes",
 		"Bytes written into a ring between two subtasks and not yet read.", []string{"from", "to"}, nil)
 	descLimit = prometheus.NewDesc("ringflow_channel_limit_bytes",

@@ -590,7 +590,8 @@ func (p *physical) close() {
 func (p *physical) checkpointing(t *operator.Task, w *sched.Worker) error {
 	ck := p.job.cfg.Checkpoint
 	t.Checkpoints = &operator.Checkpoints{Waker: w, Unaligned: ck.alignTimeout() == 0,
-		MayUnalign: ck.alignTimeout() >= 0, Raise: !ck.NoRaise}
+		MayUnalign: ck.alignTimeout() >= 0, Raise: !ck.NoRaise,
+		StallBound: p.pool.StallBound(), Stalls: p.pool}
 	if len(t.Inputs) == 0 {
 		return nil
 	}

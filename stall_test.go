@@ -39,3 +39,31 @@ func TestJobStalls(t *testing.T) {
 		t.Errorf("Metrics counts %v, Stalls %v", m.Stalls, counts)
 	}
 }
+
+// TestSyncPartCause: with a stall bound every synchronous part exceeds
+// (1ns), each subtask's part of each checkpoint carries where its time
+// went.
+func TestSyncPartCause(t *testing.T) {
+	dir := t.TempDir()
+	job := ringflow.NewJob(ringflow.Config{Parallelism: 2, Workers: 2, StallBound: time.Nanosecond,
+		Checkpoint: checkpointed(dir, 5*time.Millisecond)})
+	s := ringflow.Source(job, "src", ringflow.FromSlice(makeEvents(seeds.Seed(t), 50_000, 300, 0)))
+	counts := ringflow.Aggregate(ringflow.KeyBy(s, func(e event) uint64 { return e.Key }), "count", keyCount{})
+	ringflow.Sink(counts, "sink", func(context.Context, [2]uint64) error { return nil })
+	run(t, job)
+	parts := 0
+	for _, cp := range job.Checkpoints() {
+		if cp.Status != "completed" {
+			continue
+		}
+		for _, st := range cp.Subtasks {
+			if st.SyncCause == "" {
+				t.Fatalf("checkpoint %d: %s#%d's part of %v has no cause", cp.ID, st.Operator, st.Subtask, st.Sync)
+			}
+			parts++
+		}
+	}
+	if parts == 0 {
+		t.Fatal("no completed checkpoint")
+	}
+}

@@ -289,7 +289,13 @@
 // A stall's description is the difference between the reading before it
 // and one at its end, classified by classifyStall: a pure rule with golden
 // scenarios in testdata/stall (preempted, blocked, page faults, gc pause,
-// gc assist, lock, or running its own work).
+// gc assist, lock, stolen by the host, or running its own work).
+//
+// A task that times a stretch of its step on its own — a checkpoint's
+// synchronous part, which must not stall however long the step around
+// it — reads the same counters around it with a Probe, has them explained
+// by the same rule (Explain) and adds the result to the pool's stalls
+// (RecordStall), named by Stall.Part.
 //
 // # Failures
 //

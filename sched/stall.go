@@ -157,9 +157,14 @@ type Stall struct {
 	// Cause is the likeliest place the time went: "preempted" (the
 	// thread was runnable but off its core), "blocked" (it slept: a
 	// system call, a page fault read from disk, a futex), "page faults",
-	// "gc pause", "gc assist", "lock", or "running" (the step's own
-	// work on the CPU).
+	// "gc pause", "gc assist", "lock", "stolen" (off its core with no
+	// switch in the kernel it runs on: its virtual CPU was taken by the
+	// host), or "running" (the step's own work on the CPU).
 	Cause string
+	// Part names the stretch of the step that was timed, when that was
+	// not the whole step ("synchronous part of checkpoint 12"); "" for a
+	// step.
+	Part string
 	// The window the counters cover: from shortly before the step began
 	// until it ended; and what was counted in it.
 	Window time.Duration
@@ -175,7 +180,15 @@ type Stall struct {
 
 func (s Stall) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v step of %s on worker %d: %s", s.Duration.Round(time.Microsecond), s.Task, s.Worker, s.Cause)
+	what := "step"
+	if s.Part != "" {
+		what = s.Part
+	}
+	fmt.Fprintf(&b, "%v %s of %s", s.Duration.Round(time.Microsecond), what, s.Task)
+	if s.Worker >= 0 {
+		fmt.Fprintf(&b, " on worker %d", s.Worker)
+	}
+	fmt.Fprintf(&b, ": %s", s.Cause)
 	if s.Note != "" {
 		b.WriteString(" (" + s.Note + ")")
 	}
@@ -213,7 +226,12 @@ func (s Stall) String() string {
 //
 // Then the thread's time off its core, named by the larger of its parts:
 // waiting, runnable, for a core is preemption; the rest of it a sleep
-// (with a major page fault, the fault's read). Without the wait's measure
+// (with a major page fault, the fault's read) — unless the thread never
+// left its core in its kernel's eyes (no switch of either kind): a thread
+// that neither slept nor was preempted, yet was not on its core, lost the
+// time beneath its kernel, its virtual CPU taken by the host (a kernel
+// that accounts steal time keeps it out of the thread's CPU time; one
+// that does not counts it as running). Without the wait's measure
 // (no schedstat), an involuntary switch with no voluntary one names
 // preemption, a voluntary one a sleep. Otherwise the step was running its
 // own work, and what else was counted is listed with it.
@@ -258,6 +276,8 @@ func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
 		return s
 	}
 	switch {
+	case s.Waiting >= 0 && s.Voluntary == 0 && s.Involuntary == 0:
+		s.Cause = "stolen"
 	case s.Waiting >= 0 && s.Waiting >= sleep:
 		s.Cause = "preempted"
 	case s.Waiting >= 0:
@@ -274,6 +294,57 @@ func classifyStall(d time.Duration, before, after Counters, procs int) Stall {
 	}
 	return s
 }
+
+// A Probe reads the calling thread's Counters, for a stretch of work
+// within a step that is timed on its own (a checkpoint's synchronous
+// part). It keeps the thread's schedstat file open and opens it again
+// when it finds itself on another thread (a task stolen by another
+// worker), so one Probe serves a task wherever it runs. It is not safe
+// for concurrent use.
+type Probe struct {
+	r   *counterReader
+	tid int
+}
+
+// NewProbe returns a Probe; Close releases it.
+func NewProbe() *Probe { return &Probe{r: newCounterReader()} }
+
+// Read fills c with the calling thread's counters now (~2µs).
+func (p *Probe) Read(c *Counters) {
+	if tid := affinity.Tid(); tid != p.tid {
+		p.r.close()
+		p.r.schedstat, p.r.opened, p.tid = nil, false, tid
+	}
+	p.r.read(c, time.Now())
+}
+
+// Close releases the probe's file.
+func (p *Probe) Close() {
+	p.r.close()
+	p.r.schedstat, p.r.opened = nil, false
+}
+
+// Explain describes a stretch of work of duration d, from a Probe's
+// readings on its thread just before it began and when it ended, as a
+// Stall (by classifyStall's rule; Worker -1: unknown).
+func Explain(d time.Duration, before, after Counters) Stall {
+	s := classifyStall(d, before, after, runtime.GOMAXPROCS(0))
+	s.Worker = -1
+	return s
+}
+
+// StallBound returns the pool's stall bound (Options.StallBound with its
+// default applied; 0: none is recorded).
+func (p *Pool) StallBound() time.Duration {
+	if len(p.workers) == 0 {
+		return 0
+	}
+	return p.workers[0].stallBound
+}
+
+// RecordStall adds s to the pool's stalls (Pool.Stalls): a stretch of a
+// step that a task timed on its own and found over its bound.
+func (p *Pool) RecordStall(s Stall) { p.stalls.add(s) }
 
 // DefaultStallBound is Options.StallBound's default: a step bounded to
 // about a millisecond (see the task's step bound) that takes five has lost

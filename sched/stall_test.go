@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/internal/scenario"
 )
 
@@ -120,5 +121,43 @@ func BenchmarkCounterRead(b *testing.B) {
 	var c Counters
 	for b.Loop() {
 		r.read(&c, time.Now())
+	}
+}
+
+// TestProbeFollowsThread: a Probe read on one thread and then on another
+// reads the second thread's counters, not the first's: its schedstat file
+// is the calling thread's.
+func TestProbeFollowsThread(t *testing.T) {
+	p := NewProbe()
+	defer p.Close()
+	var busy, probed, own Counters
+	read, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		// NB: locked until the other reading is done, so that it is
+		// taken on another thread.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for start := affinity.ThreadCPU(); affinity.ThreadCPU()-start < 50*time.Millisecond; {
+		}
+		p.Read(&busy)
+		close(read)
+		<-release
+	}()
+	<-read
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		p.Read(&probed)
+		r := newCounterReader()
+		defer r.close()
+		r.read(&own, time.Now())
+	}()
+	<-done
+	close(release)
+	if d := own.CPU - probed.CPU; d < 0 || d > time.Millisecond || probed.RunDelay < 0 || busy.CPU < 50*time.Millisecond {
+		t.Fatalf("the probe read CPU %v (run delay %v) on a thread whose own reading just after is %v; the other thread's was %v",
+			probed.CPU, probed.RunDelay, own.CPU, busy.CPU)
 	}
 }

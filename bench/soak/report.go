@@ -39,10 +39,13 @@ type End struct {
 	SourceEnds []uint64 `json:"source_ends"`
 }
 
-// Stall is one of the job's steps over its stall bound (ringflow.Stall).
+// Stall is one of the job's steps, or a checkpoint's synchronous part,
+// over its stall bound (ringflow.Stall).
 type Stall struct {
 	Duration time.Duration `json:"duration_ns"`
 	Cause    string        `json:"cause"`
+	// Part says it is a checkpoint's synchronous part, not a step.
+	Part bool `json:"part,omitempty"`
 	// Desc describes it whole (ringflow.Stall's String).
 	Desc string `json:"desc"`
 	// Child and At are where the soak received it: set by the parent.
@@ -63,6 +66,10 @@ type Checkpoint struct {
 	// SyncCPUMax is the longest time a subtask's thread was on its core
 	// in its synchronous part: SyncMax less the time it was preempted.
 	SyncCPUMax time.Duration `json:"sync_cpu_max_ns"`
+	// SyncCause says where the longest synchronous part's time went when
+	// it was over the job's stall bound (ringflow's SyncCause); "" when
+	// it was not.
+	SyncCause string `json:"sync_cause,omitempty"`
 	// Where the duration went, as offsets from the trigger: Barriers is
 	// when the last subtask began its synchronous part (the barriers had
 	// reached every subtask and been aligned), Written when every part
@@ -89,7 +96,9 @@ func CheckpointOf(s ringflow.CheckpointStats) Checkpoint {
 			last, c.WrittenLast = st.Acked, fmt.Sprintf("%s#%d", st.Operator, st.Subtask)
 		}
 		c.Barriers = max(c.Barriers, st.Snapshot)
-		c.SyncMax = max(c.SyncMax, st.Sync)
+		if st.Sync > c.SyncMax {
+			c.SyncMax, c.SyncCause = st.Sync, st.SyncCause
+		}
 		c.SyncCPUMax = max(c.SyncCPUMax, st.SyncCPU)
 		c.AlignmentMax = max(c.AlignmentMax, st.Alignment)
 	}

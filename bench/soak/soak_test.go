@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bytes"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -349,13 +350,33 @@ func TestCheckpointOf(t *testing.T) {
 	s := ringflow.CheckpointStats{ID: 9, Status: "completed", Duration: 50 * time.Millisecond, Written: 30 * time.Millisecond,
 		Subtasks: []ringflow.SubtaskCheckpointStats{
 			{Operator: "src", Subtask: 0, Snapshot: time.Millisecond, Acked: 2 * time.Millisecond},
-			{Operator: "count", Subtask: 1, Snapshot: 4 * time.Millisecond, Acked: 30 * time.Millisecond, Sync: 90 * time.Microsecond},
-			{Operator: "count", Subtask: 0, Snapshot: 3 * time.Millisecond, Acked: 21 * time.Millisecond},
+			{Operator: "count", Subtask: 1, Snapshot: 4 * time.Millisecond, Acked: 30 * time.Millisecond, Sync: 1900 * time.Microsecond,
+				SyncCause: "stolen"},
+			{Operator: "count", Subtask: 0, Snapshot: 3 * time.Millisecond, Acked: 21 * time.Millisecond, Sync: 1200 * time.Microsecond,
+				SyncCause: "preempted"},
 		}}
 	c := CheckpointOf(s)
 	if c.Barriers != 4*time.Millisecond || c.Written != 30*time.Millisecond || c.WrittenLast != "count#1" ||
-		c.Commit() != 20*time.Millisecond || c.SyncMax != 90*time.Microsecond {
-		t.Errorf("got barriers %v, written %v by %q, commit %v, sync %v; want 4ms, 30ms by count#1, 20ms, 90µs",
-			c.Barriers, c.Written, c.WrittenLast, c.Commit(), c.SyncMax)
+		c.Commit() != 20*time.Millisecond || c.SyncMax != 1900*time.Microsecond || c.SyncCause != "stolen" {
+		t.Errorf("got barriers %v, written %v by %q, commit %v, sync %v (%s); want 4ms, 30ms by count#1, 20ms, 1.9ms (stolen)",
+			c.Barriers, c.Written, c.WrittenLast, c.Commit(), c.SyncMax, c.SyncCause)
+	}
+}
+
+// TestSummarizeStalls: steps and synchronous parts over the bound are
+// counted by cause apart, each with its longest first.
+func TestSummarizeStalls(t *testing.T) {
+	ms := time.Millisecond
+	s := SummarizeStalls([]Stall{
+		{Duration: 7 * ms, Cause: "preempted"}, {Duration: 2 * ms, Cause: "stolen", Part: true},
+		{Duration: 9 * ms, Cause: "blocked"}, {Duration: 3 * ms, Cause: "gc pause", Part: true},
+		{Duration: 6 * ms, Cause: "preempted"},
+	})
+	if !maps.Equal(s.ByCause, map[string]int{"preempted": 2, "blocked": 1}) ||
+		!maps.Equal(s.PartsByCause, map[string]int{"stolen": 1, "gc pause": 1}) {
+		t.Fatalf("steps by cause %v, parts %v", s.ByCause, s.PartsByCause)
+	}
+	if len(s.Longest) != 3 || s.Longest[0].Duration != 9*ms || len(s.LongestParts) != 2 || s.LongestParts[0].Cause != "gc pause" {
+		t.Fatalf("longest steps %v, parts %v; want 3 from 9ms, 2 from the gc pause", s.Longest, s.LongestParts)
 	}
 }

@@ -223,10 +223,15 @@ func (s Summary) Violations(b Bounds) []string {
 
 // StallSummary sums up the job's stalls over the soak.
 type StallSummary struct {
-	// ByCause counts the stalls received by cause; Longest are the
-	// longest of them, longest first (at most longestStalls).
+	// ByCause counts the steps over the bound received, by cause;
+	// Longest are the longest of them, longest first (at most
+	// longestStalls).
 	ByCause map[string]int
 	Longest []Stall
+	// PartsByCause and LongestParts are the same of the checkpoints'
+	// synchronous parts over the bound, timed on their own.
+	PartsByCause map[string]int
+	LongestParts []Stall
 }
 
 // longestStalls is how many stalls a summary describes.
@@ -234,12 +239,22 @@ const longestStalls = 10
 
 // SummarizeStalls sums up the stalls received over the soak.
 func SummarizeStalls(stalls []Stall) StallSummary {
-	s := StallSummary{ByCause: map[string]int{}}
+	s := StallSummary{ByCause: map[string]int{}, PartsByCause: map[string]int{}}
 	for _, st := range stalls {
-		s.ByCause[st.Cause]++
+		if st.Part {
+			s.PartsByCause[st.Cause]++
+			s.LongestParts = append(s.LongestParts, st)
+		} else {
+			s.ByCause[st.Cause]++
+			s.Longest = append(s.Longest, st)
+		}
 	}
-	s.Longest = slices.Clone(stalls)
-	slices.SortStableFunc(s.Longest, func(a, b Stall) int { return cmp.Compare(b.Duration, a.Duration) })
-	s.Longest = s.Longest[:min(len(s.Longest), longestStalls)]
+	s.Longest, s.LongestParts = longest(s.Longest), longest(s.LongestParts)
 	return s
+}
+
+// longest sorts stalls longest first and keeps the first longestStalls.
+func longest(stalls []Stall) []Stall {
+	slices.SortStableFunc(stalls, func(a, b Stall) int { return cmp.Compare(b.Duration, a.Duration) })
+	return stalls[:min(len(stalls), longestStalls)]
 }

@@ -71,6 +71,8 @@ type soakJob struct {
 	SinkDir            string        `json:"sink_dir"`
 	SampleEvery        uint64        `json:"sample_every"`
 	Interval           time.Duration `json:"interval"` // between reports
+	// StallBound is ringflow.Config.StallBound.
+	StallBound time.Duration `json:"stall_bound,omitempty"`
 }
 
 // config is the pipeline the job runs: until its Control stops it, with
@@ -78,7 +80,8 @@ type soakJob struct {
 // others by counting them).
 func (j soakJob) config() pipelines.Config {
 	c := pipelines.Config{Pipeline: j.Pipeline, Records: pipelines.UntilStopped, Keys: j.Keys, Rate: j.Rate,
-		Parallelism: j.Parallelism, Workers: j.Workers, SampleEvery: j.SampleEvery, SinkDir: j.SinkDir}
+		Parallelism: j.Parallelism, Workers: j.Workers, SampleEvery: j.SampleEvery, SinkDir: j.SinkDir,
+		StallBound: j.StallBound}
 	c.Checkpoint.Interval, c.Checkpoint.StateDir = j.CheckpointInterval, j.StateDir
 	c.Restart.Attempts = 1 << 30
 	return c
@@ -169,6 +172,7 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakFlags, error) {
 	fs.StringVar(&j.SinkDir, "sink-dir", "", "the transactional file sink's directory, empty or new (default: a temporary one, removed at exit)")
 	fs.Uint64Var(&j.SampleEvery, "sample-every", pipelines.DefaultSampleEvery, "make about one record in N (a power of two) a latency sample")
 	fs.DurationVar(&j.Interval, "interval", time.Second, "take a sample every D")
+	fs.DurationVar(&j.StallBound, "stall-bound", 0, "record ringflow steps, and checkpoints' synchronous parts on their own, longer than this as stalls, with where their time went (0: 5ms; negative, e.g. -1ns: none)")
 	fs.DurationVar(&f.duration, "duration", time.Minute, "run this long, then end the sources and let the job commit all its output")
 	fs.DurationVar(&f.warmup, "warmup", 0, "leave the first D out of the trends and measure RSS growth against it "+
 		"(default: 2m or a fifth of --duration, or with --replot of the CSV's samples, whichever is shorter)")

@@ -142,7 +142,7 @@ func (r *childReporter) report(end *soak.End) error {
 		// NB: the job keeps its latest stalls: more than that since the
 		// last report are counted, and the latest described.
 		for _, st := range latest[max(len(latest)-int(total-r.stalls), 0):] {
-			rep.Stalls = append(rep.Stalls, soak.Stall{Duration: st.Duration, Cause: st.Cause, Desc: st.String()})
+			rep.Stalls = append(rep.Stalls, soak.Stall{Duration: st.Duration, Cause: st.Cause, Part: st.Part != "", Desc: st.String()})
 		}
 		r.stalls = total
 	}

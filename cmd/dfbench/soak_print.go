@@ -125,8 +125,12 @@ func printSoak(w io.Writer, f soakFlags, s *soaker, sum soak.Summary, check *soa
 	if ck.Completed > 0 {
 		fmt.Fprintf(w, "  duration   p50 %.1f, p99 %.1f, max %.1f ms (checkpoint %d, child %d, at %v)\n",
 			ms(ck.Duration.P50), ms(ck.Duration.P99), ms(ck.Duration.Max), ck.Longest.ID, ck.Longest.Child, ck.Longest.At.Round(time.Second))
-		fmt.Fprintf(w, "  sync max   p50 %.1f, p99 %.1f, max %.1f µs: each checkpoint's longest synchronous part (checkpoint %d, child %d, at %v)\n",
-			us(ck.SyncMax.P50), us(ck.SyncMax.P99), us(ck.SyncMax.Max), ck.Stalled.ID, ck.Stalled.Child, ck.Stalled.At.Round(time.Second))
+		cause := ""
+		if ck.Stalled.SyncCause != "" {
+			cause = ", " + ck.Stalled.SyncCause
+		}
+		fmt.Fprintf(w, "  sync max   p50 %.1f, p99 %.1f, max %.1f µs: each checkpoint's longest synchronous part (checkpoint %d, child %d, at %v%s)\n",
+			us(ck.SyncMax.P50), us(ck.SyncMax.P99), us(ck.SyncMax.Max), ck.Stalled.ID, ck.Stalled.Child, ck.Stalled.At.Round(time.Second), cause)
 		fmt.Fprintf(w, "    on cpu   p50 %.1f, p99 %.1f, max %.1f µs: of those parts, the time their threads ran (the rest they were preempted)\n",
 			us(ck.SyncCPUMax.P50), us(ck.SyncCPUMax.P99), us(ck.SyncCPUMax.Max))
 		fmt.Fprintf(w, "  barriers   p50 %.1f, p99 %.1f, max %.1f ms: trigger to the last subtask's synchronous part\n",
@@ -144,20 +148,8 @@ func printSoak(w io.Writer, f soakFlags, s *soaker, sum soak.Summary, check *soa
 			}
 		}
 	}
-	if st := sum.Stalls; len(st.ByCause) > 0 {
-		var parts []string
-		n := 0
-		for _, c := range slices.Sorted(maps.Keys(st.ByCause)) {
-			parts = append(parts, fmt.Sprintf("%s %d", c, st.ByCause[c]))
-			n += st.ByCause[c]
-		}
-		fmt.Fprintf(w, "stalls (steps over the stall bound): %d: %s; the longest:\n", n, strings.Join(parts, ", "))
-		for _, x := range st.Longest {
-			fmt.Fprintf(w, "  child %d at %v: %s\n", x.Child, x.At.Round(time.Second), x.Desc)
-		}
-	} else {
-		fmt.Fprintln(w, "stalls (steps over the stall bound): none")
-	}
+	printSoakStalls(w, "stalls (steps over the stall bound)", sum.Stalls.ByCause, sum.Stalls.Longest)
+	printSoakStalls(w, "synchronous parts over the stall bound", sum.Stalls.PartsByCause, sum.Stalls.LongestParts)
 	fmt.Fprintf(w, "failures: %d injected, %d restarts; %d kills, %d children\n", sum.Failures, sum.Restarts, sum.Kills, s.children)
 	fmt.Fprintf(w, "RSS growth after the warm-up: %.1f%% (largest after it against largest during it)\n", sum.RSSGrowth*100)
 	switch {
@@ -256,11 +248,34 @@ type soakTailJSON struct {
 	WrittenLast string `json:"written_last"`
 }
 
+// printSoakStalls prints a count of stalls by cause under title, and the
+// longest of them.
+func printSoakStalls(w io.Writer, title string, byCause map[string]int, longest []soak.Stall) {
+	if len(byCause) == 0 {
+		fmt.Fprintf(w, "%s: none\n", title)
+		return
+	}
+	var parts []string
+	n := 0
+	for _, c := range slices.Sorted(maps.Keys(byCause)) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, byCause[c]))
+		n += byCause[c]
+	}
+	fmt.Fprintf(w, "%s: %d: %s; the longest:\n", title, n, strings.Join(parts, ", "))
+	for _, x := range longest {
+		fmt.Fprintf(w, "  child %d at %v: %s\n", x.Child, x.At.Round(time.Second), x.Desc)
+	}
+}
+
 // soakStallsJSON is the job's stalls: counted by cause, and the longest
 // described.
 type soakStallsJSON struct {
 	ByCause map[string]int `json:"by_cause"`
 	Longest []string       `json:"longest"`
+	// PartsByCause and LongestParts are the same of the checkpoints'
+	// synchronous parts over the bound.
+	PartsByCause map[string]int `json:"parts_by_cause"`
+	LongestParts []string       `json:"longest_parts"`
 }
 
 type soakVerifyJSON struct {
@@ -288,7 +303,8 @@ func soakJSONOf(f soakFlags, s *soaker, sum soak.Summary, check *soakCheck, viol
 			LongestID: ck.Longest.ID, StalledID: ck.Stalled.ID, BytesMax: ck.BytesMax},
 		RSSGrowthPct: sum.RSSGrowth * 100, Failures: sum.Failures, Restarts: sum.Restarts, Kills: sum.Kills,
 		Children: s.children, Violations: violations,
-		Stalls: soakStallsJSON{ByCause: sum.Stalls.ByCause, Longest: []string{}}}
+		Stalls: soakStallsJSON{ByCause: sum.Stalls.ByCause, Longest: []string{},
+			PartsByCause: sum.Stalls.PartsByCause, LongestParts: []string{}}}
 	for _, c := range ck.Tail {
 		out.Checkpoints.Tail = append(out.Checkpoints.Tail, soakTailJSON{ID: c.ID, Child: c.Child, AtS: c.At.Seconds(),
 			DurationMs: ms(c.Duration), BarriersMs: ms(c.Barriers), WrittenMs: ms(c.Written), CommitMs: ms(c.Commit()),
@@ -297,8 +313,14 @@ func soakJSONOf(f soakFlags, s *soaker, sum soak.Summary, check *soakCheck, viol
 	if out.Stalls.ByCause == nil {
 		out.Stalls.ByCause = map[string]int{}
 	}
+	if out.Stalls.PartsByCause == nil {
+		out.Stalls.PartsByCause = map[string]int{}
+	}
 	for _, x := range sum.Stalls.Longest {
 		out.Stalls.Longest = append(out.Stalls.Longest, x.Desc)
+	}
+	for _, x := range sum.Stalls.LongestParts {
+		out.Stalls.LongestParts = append(out.Stalls.LongestParts, x.Desc)
 	}
 	if out.Violations == nil {
 		out.Violations = []string{}

@@ -343,3 +343,22 @@ func TestSoakPlotPNGWithout(t *testing.T) {
 		t.Errorf("exit %d, %q; want 2 and %q", code, stderr.String(), want)
 	}
 }
+
+// TestSoakStallBound: --stall-bound reaches the child's job.
+func TestSoakStallBound(t *testing.T) {
+	f, err := parseSoakFlags([]string{"--stall-bound", "1ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := json.Marshal(f.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child soakJob
+	if err := json.Unmarshal(spec, &child); err != nil {
+		t.Fatal(err)
+	}
+	if c := child.config(); c.StallBound != time.Millisecond {
+		t.Fatalf("the child's job has stall bound %v, want 1ms", c.StallBound)
+	}
+}

@@ -216,3 +216,6 @@ func (r Raised) Lower() {
 // RealtimeRefused reports whether the kernel has refused Raise in this
 // process; a process that has not called it yet reports false.
 func RealtimeRefused() bool { return realtimeRefused.Load() }
+
+// Tid returns the calling OS thread's id.
+func Tid() int { return unix.Gettid() }

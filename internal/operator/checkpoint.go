@@ -9,6 +9,7 @@ import (
 	"github.com/ringflow/ringflow/align"
 	"github.com/ringflow/ringflow/internal/affinity"
 	"github.com/ringflow/ringflow/ring"
+	"github.com/ringflow/ringflow/sched"
 )
 
 // Coordinator is the job's checkpoint coordinator as a task sees it. Its
@@ -36,7 +37,11 @@ type SnapshotReport struct {
 	// the kernel, or (under a hypervisor that reports steal time) with
 	// its vCPU taken by the host. A part of a few microseconds can read 0.
 	SyncCPU time.Duration
-	Align   align.Stats
+	// SyncCause says where the synchronous part's time went when it took
+	// longer than Checkpoints.StallBound (a sched.Stall's Cause); "" when
+	// it did not.
+	SyncCause string
+	Align     align.Stats
 	// Unaligned checkpoints: recorded in-flight data of input channels (by
 	// InputKey) and of output rings (by OutputKey, from the gate).
 	Channels     map[int][]byte
@@ -112,6 +117,12 @@ type Checkpoints struct {
 	// the real-time class (affinity.Raise), so that preemption does not
 	// stretch it.
 	Raise bool
+	// StallBound, if positive, is the time over which a synchronous part
+	// is recorded with where its time went (sched.Explain), in its report
+	// (SyncCause) and with Stalls.
+	StallBound time.Duration
+	Stalls     interface{ RecordStall(sched.Stall) }
+	probe      *sched.Probe
 
 	mail struct {
 		sync.Mutex
@@ -299,6 +310,13 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 	if t.Checkpoints.Raise {
 		defer affinity.Raise().Lower()
 	}
+	var before sched.Counters
+	if c := t.Checkpoints; c.StallBound > 0 {
+		if c.probe == nil {
+			c.probe = sched.NewProbe()
+		}
+		c.probe.Read(&before)
+	}
 	start, cpu := time.Now(), affinity.ThreadCPU()
 	r := t.Checkpoints.next
 	t.Checkpoints.next = nil
@@ -327,10 +345,28 @@ func (t *Task) snapshot(id uint64, trigger time.Time) error {
 	t.reportTimers(id)
 	wall := time.Since(start)
 	r.SyncDuration, r.SyncCPU = wall, min(max(affinity.ThreadCPU()-cpu, 0), wall)
+	if c := t.Checkpoints; c.StallBound > 0 && wall > c.StallBound {
+		r.SyncCause = t.syncStall(id, wall, before)
+	}
 	t.Checkpoints.syncStep, t.Checkpoints.syncID, t.Checkpoints.syncTook = t.steps, id, r.SyncDuration
 	t.Checkpoints.snap = r
 	t.Checkpoints.last = id
 	return nil
+}
+
+// syncStall records that the synchronous part of checkpoint id took d,
+// over the stall bound, with where its time went since the probe's
+// reading before (taken as the part began); it returns the cause.
+func (t *Task) syncStall(id uint64, d time.Duration, before sched.Counters) string {
+	c := t.Checkpoints
+	var after sched.Counters
+	c.probe.Read(&after)
+	s := sched.Explain(d, before, after)
+	s.Task, s.Part = t.Name, fmt.Sprintf("synchronous part of checkpoint %d", id)
+	if c.Stalls != nil {
+		c.Stalls.RecordStall(s)
+	}
+	return s.Cause
 }
 
 // reportTimers tells the loops around the chain's operators (Context.Loops)

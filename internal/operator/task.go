@@ -241,6 +241,9 @@ func (t *Task) Close() error {
 	// stayed in the state that step left it in.
 	t.account(time.Now())
 	var errs []error
+	if c := t.Checkpoints; c != nil && c.probe != nil {
+		c.probe.Close()
+	}
 	if t.Source != nil {
 		if err := t.Source.Close(); err != nil {
 			errs = append(errs, attribute(t.Ctx, fmt.Errorf("close: %w", err)))
