@@ -161,3 +161,19 @@ func TestProbeFollowsThread(t *testing.T) {
 			probed.CPU, probed.RunDelay, own.CPU, busy.CPU)
 	}
 }
+
+// TestStallTimedFromPoll: a poll given its round's time, read long before
+// (a peer's tasks polled after the thread's own), times its first step
+// from the poll, not from that time.
+func TestStallTimedFromPoll(t *testing.T) {
+	p, _ := New(Options{Workers: 1, NoPin: true, StallBound: 5 * time.Millisecond})
+	w := p.Workers()[0]
+	w.live = []Task{&sleeper{naps: []time.Duration{0}}}
+	w.stallCounters.read(&w.stallBase, time.Now())
+	if _, _, err := w.poll(time.Now().Add(-time.Second), w); err != nil {
+		t.Fatal(err)
+	}
+	if stalls, _ := p.Stalls(); len(stalls) != 0 {
+		t.Fatalf("a step that did not sleep recorded as %v", stalls)
+	}
+}

@@ -376,6 +376,12 @@ func (w *Worker) tasksReady(now time.Time) bool {
 // steps (w, or a peer taking over), which times them for stalls.
 func (w *Worker) poll(now time.Time, by *Worker) (progress, backlog bool, err error) {
 	start := now
+	if by.stallBound > 0 {
+		// NB: now may be a round's, read before the thread's own poll (a
+		// peer's tasks, guests) or before other work of the round: the
+		// first step is timed from here.
+		start = time.Now()
+	}
 	for i := 0; i < len(w.live); {
 		t := w.live[i]
 		st, err := step(t, now)
