@@ -26,10 +26,12 @@ import (
 // counted at one instant.
 type Counters struct {
 	At time.Time
-	// The thread's CPU time and the time it was runnable but waiting for
-	// a core (Linux's schedstat: exact; without it, CPU is getrusage's
-	// and RunDelay unknown, -1), and its page faults and context
-	// switches (getrusage RUSAGE_THREAD).
+	// The thread's CPU time (CLOCK_THREAD_CPUTIME_ID, which brings a
+	// running thread's count up to date: schedstat's and getrusage's lag
+	// it by up to a scheduler tick, 4ms at HZ=250, which read as time off
+	// its core), the time it was runnable but waiting for a core
+	// (schedstat; without it RunDelay is unknown, -1), and its page
+	// faults and context switches (getrusage RUSAGE_THREAD).
 	CPU, RunDelay            time.Duration
 	MinorFaults, MajorFaults int64
 	Voluntary, Involuntary   int64
@@ -74,9 +76,9 @@ func newCounterReader() *counterReader {
 // read fills c with the calling thread's counters now.
 func (r *counterReader) read(c *Counters, now time.Time) {
 	u := affinity.ThreadUsage()
-	c.At, c.CPU, c.RunDelay = now, u.CPU, -1
-	if cpu, delay, ok := r.readSchedstat(); ok {
-		c.CPU, c.RunDelay = cpu, delay
+	c.At, c.CPU, c.RunDelay = now, affinity.ThreadCPU(), -1
+	if _, delay, ok := r.readSchedstat(); ok {
+		c.RunDelay = delay
 	}
 	c.MinorFaults, c.MajorFaults, c.Voluntary, c.Involuntary = u.MinorFaults, u.MajorFaults, u.Voluntary, u.Involuntary
 	metrics.Read(r.samples)

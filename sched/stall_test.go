@@ -125,40 +125,39 @@ func BenchmarkCounterRead(b *testing.B) {
 }
 
 // TestProbeFollowsThread: a Probe read on one thread and then on another
-// reads the second thread's counters, not the first's: its schedstat file
-// is the calling thread's.
+// reads the second thread's schedstat, not the first's: it opens the file
+// again on the thread it finds itself on.
 func TestProbeFollowsThread(t *testing.T) {
 	p := NewProbe()
 	defer p.Close()
-	var busy, probed, own Counters
+	var first, second Counters
+	var tids [2]int
 	read, release := make(chan struct{}), make(chan struct{})
 	go func() {
 		// NB: locked until the other reading is done, so that it is
 		// taken on another thread.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		for start := affinity.ThreadCPU(); affinity.ThreadCPU()-start < 50*time.Millisecond; {
-		}
-		p.Read(&busy)
+		p.Read(&first)
+		tids[0] = affinity.Tid()
 		close(read)
 		<-release
 	}()
 	<-read
+	opened := p.r.schedstat
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		p.Read(&probed)
-		r := newCounterReader()
-		defer r.close()
-		r.read(&own, time.Now())
+		p.Read(&second)
+		tids[1] = affinity.Tid()
 	}()
 	<-done
 	close(release)
-	if d := own.CPU - probed.CPU; d < 0 || d > time.Millisecond || probed.RunDelay < 0 || busy.CPU < 50*time.Millisecond {
-		t.Fatalf("the probe read CPU %v (run delay %v) on a thread whose own reading just after is %v; the other thread's was %v",
-			probed.CPU, probed.RunDelay, own.CPU, busy.CPU)
+	if tids[0] == tids[1] || p.tid != tids[1] || p.r.schedstat == opened || second.RunDelay < 0 {
+		t.Fatalf("threads %v, probe on %d, file reopened %v, run delay %v; want the second thread's own file read",
+			tids, p.tid, p.r.schedstat != opened, second.RunDelay)
 	}
 }
 
@@ -175,5 +174,36 @@ func TestStallTimedFromPoll(t *testing.T) {
 	}
 	if stalls, _ := p.Stalls(); len(stalls) != 0 {
 		t.Fatalf("a step that did not sleep recorded as %v", stalls)
+	}
+}
+
+// TestCountersCPUCurrent: a thread that runs throughout a window of 3ms
+// reads about 3ms more CPU time: the count is brought up to date at the
+// reading. (Linux's schedstat and getrusage move a running thread's count
+// at scheduler ticks, 4ms apart at HZ=250, so over most such windows they
+// read 0 or a whole tick, and the difference as time off its core.) Some
+// windows on a busy host are preempted; most must not read off.
+func TestCountersCPUCurrent(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := newCounterReader()
+	defer r.close()
+	const window, tries = 3 * time.Millisecond, 20
+	near := 0
+	var got []time.Duration
+	for range tries {
+		var before, after Counters
+		r.read(&before, time.Now())
+		for time.Since(before.At) < window {
+		}
+		r.read(&after, time.Now())
+		w, cpu := after.At.Sub(before.At), after.CPU-before.CPU
+		got = append(got, cpu)
+		if cpu > w*9/10 && cpu <= w*11/10 {
+			near++
+		}
+	}
+	if near < tries/4 {
+		t.Fatalf("CPU over %d windows of %v spinning: %v; want at least %d within 10%% of the window", tries, window, got, tries/4)
 	}
 }
