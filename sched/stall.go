@@ -77,7 +77,7 @@ func newCounterReader() *counterReader {
 func (r *counterReader) read(c *Counters, now time.Time) {
 	u := affinity.ThreadUsage()
 	c.At, c.CPU, c.RunDelay = now, affinity.ThreadCPU(), -1
-	if _, delay, ok := r.readSchedstat(); ok {
+	if delay, ok := r.readRunDelay(); ok {
 		c.RunDelay = delay
 	}
 	c.MinorFaults, c.MajorFaults, c.Voluntary, c.Involuntary = u.MinorFaults, u.MajorFaults, u.Voluntary, u.Involuntary
@@ -88,28 +88,29 @@ func (r *counterReader) read(c *Counters, now time.Time) {
 	c.MutexWait = secondsOf(r.samples[3])
 }
 
-// readSchedstat reads the calling thread's time on a core and time
-// waiting for one (/proc/thread-self/schedstat, in nanoseconds; ~1µs with
-// the file kept open). The file is opened on the thread the reader is
+// readRunDelay reads the calling thread's time waiting for a core, the
+// second field of /proc/thread-self/schedstat (in nanoseconds; ~1µs with
+// the file kept open; its first, the time on a core, lags a running
+// thread: see Counters). The file is opened on the thread the reader is
 // used on: a worker's, which it is locked to.
-func (r *counterReader) readSchedstat() (cpu, delay time.Duration, ok bool) {
+func (r *counterReader) readRunDelay() (time.Duration, bool) {
 	if !r.opened {
 		r.opened = true
 		r.schedstat, _ = os.Open("/proc/thread-self/schedstat")
 	}
 	if r.schedstat == nil {
-		return 0, 0, false
+		return 0, false
 	}
 	n, err := r.schedstat.ReadAt(r.buf[:], 0)
 	if err != nil && n == 0 {
-		return 0, 0, false
+		return 0, false
 	}
-	run, rest, ok1 := parseField(r.buf[:n])
+	_, rest, ok1 := parseField(r.buf[:n])
 	wait, _, ok2 := parseField(rest)
 	if !ok1 || !ok2 {
-		return 0, 0, false
+		return 0, false
 	}
-	return time.Duration(run), time.Duration(wait), true
+	return time.Duration(wait), true
 }
 
 // parseField parses the decimal number at the start of b (after spaces)

@@ -145,7 +145,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.BoolVar(&c.NoSteal, "no-steal", false, "keep ringflow's tasks on their own worker's thread while it is away from its core")
 	fs.DurationVar(&c.Debloat, "debloat", ringflow.DefaultDebloat, "buffer debloating: bound each ring to what its consumer drains in D (0: off; see ringflow.Config.Debloat)")
 	fs.BoolVar(&c.HugePages, "huge-pages", false, "back ringflow's large keyed state with transparent huge pages (Linux; faster at millions of keys)")
-	fs.DurationVar(&c.StallBound, "stall-bound", 0, "record ringflow steps, and checkpoints' synchronous parts on their own, longer than this as stalls, with where their time went (0: 5ms; negative, e.g. -1ns: none)")
+	fs.DurationVar(&c.StallBound, "stall-bound", 0, stallBoundUsage)
 	fs.BoolVar(&c.NoRest, "no-rest", false, "keep every ringflow worker on its own tasks at light load (by default the others rest and worker 0 runs their tasks)")
 	fs.Uint64Var(&c.Keys, "keys", pipelines.DefaultKeys, "distinct keys")
 	fs.Float64Var(&c.Rate, "rate", 0, "source rate in records per second, in all (0: unpaced)")
@@ -454,6 +454,10 @@ func printRun(w io.Writer, c pipelines.Config, e pipelines.Result, base *pipelin
 	printStalls(w, e)
 	return printCheckpoints(w, c, e)
 }
+
+// stallBoundUsage is the help of run's and soak's --stall-bound.
+const stallBoundUsage = "record ringflow steps, and checkpoints' synchronous parts on their own, longer than this as stalls, " +
+	"with where their time went (0: 5ms; negative, e.g. -1ns: none)"
 
 // printStalls prints the count of the ringflow job's stalls by cause and
 // the longest.

@@ -172,7 +172,7 @@ func parseSoakFlags(args []string, stderr io.Writer) (soakFlags, error) {
 	fs.StringVar(&j.SinkDir, "sink-dir", "", "the transactional file sink's directory, empty or new (default: a temporary one, removed at exit)")
 	fs.Uint64Var(&j.SampleEvery, "sample-every", pipelines.DefaultSampleEvery, "make about one record in N (a power of two) a latency sample")
 	fs.DurationVar(&j.Interval, "interval", time.Second, "take a sample every D")
-	fs.DurationVar(&j.StallBound, "stall-bound", 0, "record ringflow steps, and checkpoints' synchronous parts on their own, longer than this as stalls, with where their time went (0: 5ms; negative, e.g. -1ns: none)")
+	fs.DurationVar(&j.StallBound, "stall-bound", 0, stallBoundUsage)
 	fs.DurationVar(&f.duration, "duration", time.Minute, "run this long, then end the sources and let the job commit all its output")
 	fs.DurationVar(&f.warmup, "warmup", 0, "leave the first D out of the trends and measure RSS growth against it "+
 		"(default: 2m or a fifth of --duration, or with --replot of the CSV's samples, whichever is shorter)")
