@@ -22,6 +22,7 @@
 //	            [--checkpoint-interval D] [--timeout D] [--json]
 //	dfbench cluster --query q0|q1|q2|q3|q5|q7|q8|q11 [--events N] [--rate R] [--processes N] [--parallelism P]
 //	            [--partitions P] [--checkpoint-interval D] [--timeout D] [--json]
+//	dfbench hiccups [--duration 5s] [--threshold 20us] [--json]
 //	dfbench kafka [--records N] [--keys K] [--partitions P] [--parallelism P] [--checkpoint-interval D]
 //	            [--no-profile | --cpuprofile FILE] [--json]
 package main
@@ -52,6 +53,7 @@ var commands = map[string]command{
 	"soak":    {"run a pipeline for long, with failures and kills: memory, disk, checkpoints over time", runSoak},
 	"iterate": {"connected components by label propagation in a loop: checkpoints of a cyclic job", runIterate},
 	"cluster": {"keyed-count or a Nexmark query as a job of several processes joined by Kafka (kfake): throughput per process, latency, output against one process", runCluster},
+	"hiccups": {"how often the machine takes a CPU from a thread that only wants to run: the floor under latency figures", runHiccups},
 	"kafka":   {"keyed-count from a Kafka topic to a transactional Kafka sink (kfake): throughput, checkpoints, CPU by part", runKafka},
 }
 
