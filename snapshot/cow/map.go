@@ -474,7 +474,7 @@ func (m *Map[K, V]) touchSlot(t *table[K, V], i uint64) *slot[K, V] {
 		m.fill(r) // the page's second chunk: all the rest at once
 	}
 	r.setDirty(si)
-	return &r.p.slots[si]
+	return slotOf(r.p, si)
 }
 
 // Delete removes k and reports whether it was present.

@@ -1,6 +1,9 @@
 package cow
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // Page geometry. A page holds pageSlots entries and an occupancy bitmap;
 // every table is a whole number of pages, so its capacity is at least
@@ -74,7 +77,21 @@ func (r *pageRef[K, V]) pageOf(si uint64) *page[K, V] {
 
 // slot returns slot si of the page, for reading; writers go through
 // Map.touchSlot.
-func (r *pageRef[K, V]) slot(si uint64) *slot[K, V] { return &r.pageOf(si).slots[si] }
+func (r *pageRef[K, V]) slot(si uint64) *slot[K, V] { return slotOf(r.pageOf(si), si) }
+
+// slotOf returns slot si (taken mod pageSlots) of page p, which must not
+// be nil.
+//
+// NB: the address is computed, not indexed: for &p.slots[si] Go checks p
+// against nil by loading the page's first byte, a second cache line per
+// probe. In the prefetch's pass over a batch's home slots (Map.prefetch),
+// which only computes addresses, that load was the pass's one wait on
+// memory: keyed-count at 100k keys and parallelism 2 ran 51.5M records/s
+// with it and 56.2M without, higher in all eight alternating pairs (Intel
+// Xeon 167, docs/perf.md).
+func slotOf[K comparable, V any](p *page[K, V], si uint64) *slot[K, V] {
+	return (*slot[K, V])(unsafe.Add(unsafe.Pointer(p), uintptr(si&pageMask)*unsafe.Sizeof(slot[K, V]{})))
+}
 
 func (r *pageRef[K, V]) occupied(si uint64) bool { return r.occ[si>>6]&(1<<(si&63)) != 0 }
 func (r *pageRef[K, V]) setOccupied(si uint64)   { r.occ[si>>6] |= 1 << (si & 63) }
