@@ -1,7 +1,6 @@
 package hiccups
 
 import (
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -81,7 +80,6 @@ func TestCompetitorIsOffCPU(t *testing.T) {
 	}
 	res, err := Run(Config{Duration: 400 * time.Millisecond, CPUs: []int{cpu}})
 	stop.Store(true)
-	runtime.Gosched()
 	if err != nil {
 		t.Fatal(err)
 	}
